@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Character devices with a class and a parent device.
+//!
+//! C headers: [`include/linux/cdev.h`](srctree/include/linux/cdev.h),
+//! [`include/linux/device.h`](srctree/include/linux/device.h).
+//!
+//! `kernel::miscdevice` gives class `misc`, no parent and a single node per
+//! registration. A driver whose nodes must appear under its own class and
+//! under the PCI device they belong to (`/sys/class/NAME/NAME!N`,
+//! `/sys/bus/pci/devices/BDF/NAME/NAME!N`) needs the classic pairing of a
+//! `struct cdev` with a `struct device`, which this module wraps.
+//!
+//! Lifetime: a [`CharDevice`] owns one reference to its `struct device`.
+//! Dropping it removes the node and the sysfs entries at once, but every
+//! open file keeps the `struct cdev`, and through it the `struct device`
+//! and the driver data, alive until its last close. So a device can be
+//! unbound while files are open and those files stay valid.
+
+use core::{
+    marker::PhantomData,
+    ptr::NonNull, //
+};
+use kernel::{
+    bindings,
+    device,
+    error::{
+        from_err_ptr,
+        to_result, //
+    },
+    ffi::{
+        c_int,
+        c_long,
+        c_uint,
+        c_ulong, //
+    },
+    fs::File,
+    module::this_module,
+    prelude::*,
+    sync::Arc,
+    types::{
+        ForeignOwnable,
+        Opaque, //
+    },
+};
+
+/// The file operations of the devices of a [`CharDevice`].
+///
+/// `Self` is the data shared by every file opened on one device.
+pub(crate) trait FileOperations: Send + Sync + Sized + 'static {
+    /// The private data of an open file.
+    type Ptr: ForeignOwnable + Send + Sync;
+
+    /// Called when the device is opened; the returned value becomes the
+    /// file's private data.
+    fn open(device: &Arc<Self>, file: &File) -> Result<Self::Ptr>;
+
+    /// Called when the last reference to an open file is dropped.
+    fn release(data: Self::Ptr, _file: &File) {
+        drop(data);
+    }
+
+    /// Handles `ioctl(2)`. 32-bit callers reach it too, through
+    /// `compat_ptr_ioctl`: the commands must have the same layout for both.
+    fn ioctl(
+        data: <Self::Ptr as ForeignOwnable>::Borrowed<'_>,
+        file: &File,
+        cmd: u32,
+        arg: usize,
+    ) -> Result<isize>;
+}
+
+/// A region of character device numbers and the device class of the nodes
+/// created in it.
+///
+/// # Invariants
+///
+/// - `class` was returned by a successful `class_create()` and is destroyed
+///   only in [`Drop`].
+/// - `base..base + count` was allocated by `alloc_chrdev_region()` and is
+///   released only in [`Drop`].
+pub(crate) struct CharDeviceRegion {
+    class: NonNull<bindings::class>,
+    base: bindings::dev_t,
+    count: u32,
+}
+
+// SAFETY: The region and the class are plain kernel objects; creating devices
+// in them and destroying them may happen on any thread.
+unsafe impl Send for CharDeviceRegion {}
+// SAFETY: `&CharDeviceRegion` only reads `base`, `count` and `class`, which
+// never change.
+unsafe impl Sync for CharDeviceRegion {}
+
+impl CharDeviceRegion {
+    /// Allocates `count` device numbers and creates the class `name`.
+    pub(crate) fn new(name: &'static CStr, count: u32) -> Result<Self> {
+        let mut base: bindings::dev_t = 0;
+        // SAFETY: `base` is valid for writes and `name` is a NUL-terminated
+        // string that outlives the region (it is `'static`).
+        to_result(unsafe {
+            bindings::alloc_chrdev_region(&mut base, 0, count, name.as_char_ptr())
+        })?;
+        // SAFETY: `name` is `'static`, as `class_create` keeps the pointer.
+        let class = match from_err_ptr(unsafe { bindings::class_create(name.as_char_ptr()) }) {
+            Ok(class) => class,
+            Err(e) => {
+                // SAFETY: The region was allocated above and nothing uses it.
+                unsafe { bindings::unregister_chrdev_region(base, count) };
+                return Err(e);
+            }
+        };
+        // INVARIANT: Both were created above.
+        Ok(Self {
+            class: NonNull::new(class).ok_or(EINVAL)?,
+            base,
+            count,
+        })
+    }
+
+    /// The number of device numbers in the region.
+    pub(crate) fn count(&self) -> u32 {
+        self.count
+    }
+}
+
+impl Drop for CharDeviceRegion {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariants both are live. The devices created
+        // in the class are gone: each holds a reference on the module while
+        // it has open files, and the driver drops its `CharDevice`s before
+        // the module can be unloaded.
+        unsafe {
+            bindings::class_destroy(self.class.as_ptr());
+            bindings::unregister_chrdev_region(self.base, self.count);
+        }
+    }
+}
+
+/// The C `struct device` of `dev`.
+fn device_ptr(dev: &device::Device) -> *mut bindings::device {
+    // `device::Device` is `#[repr(transparent)]` over `Opaque<bindings::device>`,
+    // which has the layout of `bindings::device`.
+    core::ptr::from_ref(dev).cast::<bindings::device>().cast_mut()
+}
+
+/// The memory shared by a `struct device` and its `struct cdev`.
+///
+/// It is freed by [`CharDevice::<T>::release_device`] when the device's
+/// reference count drops to zero.
+#[repr(C)]
+struct RawCharDevice<T> {
+    dev: Opaque<bindings::device>,
+    cdev: Opaque<bindings::cdev>,
+    data: Arc<T>,
+}
+
+/// A character device node in a [`CharDeviceRegion`], with a parent device.
+///
+/// # Invariants
+///
+/// `raw` points to a `RawCharDevice<T>` whose `dev` and `cdev` were added
+/// with `cdev_device_add()` and on whose `dev` this object owns one
+/// reference, dropped (after `cdev_device_del()`) only in [`Drop`].
+pub(crate) struct CharDevice<T: FileOperations> {
+    raw: NonNull<RawCharDevice<T>>,
+    _p: PhantomData<T>,
+}
+
+// SAFETY: `cdev_device_del()` and `put_device()` may be called on any thread,
+// and `T` itself is `Send + Sync`.
+unsafe impl<T: FileOperations> Send for CharDevice<T> {}
+// SAFETY: A shared `CharDevice` exposes nothing but `data()`, which is `Sync`.
+unsafe impl<T: FileOperations> Sync for CharDevice<T> {}
+
+impl<T: FileOperations> CharDevice<T> {
+    /// Creates the node `/dev/{name}` with number `minor` of `region`, child
+    /// of `parent`, and hands `data` to every open of it.
+    ///
+    /// A `/` in `name` makes a directory under `/dev` and shows as `!` in
+    /// sysfs, as for every class device.
+    pub(crate) fn new(
+        region: &CharDeviceRegion,
+        minor: u32,
+        parent: &device::Device,
+        name: &CStr,
+        data: Arc<T>,
+    ) -> Result<Self> {
+        if minor >= region.count {
+            return Err(EINVAL);
+        }
+        let raw = KBox::new(
+            RawCharDevice {
+                dev: Opaque::zeroed(),
+                cdev: Opaque::zeroed(),
+                data,
+            },
+            GFP_KERNEL,
+        )?;
+        let raw = KBox::into_raw(raw);
+        // SAFETY: `raw` is a valid, exclusively owned allocation.
+        let (dev, cdev) = unsafe { ((*raw).dev.get(), (*raw).cdev.get()) };
+
+        // SAFETY: `dev` is zeroed memory, as `device_initialize` expects.
+        // From here on the allocation belongs to the device's reference
+        // count: `put_device` frees it through `release_device`.
+        unsafe { bindings::device_initialize(dev) };
+        // SAFETY: `dev` is initialised and not yet visible to anyone else.
+        // The class outlives every device in it (see `CharDeviceRegion`'s
+        // `Drop`), and `device_add` takes its own reference on `parent`.
+        unsafe {
+            (*dev).devt = region.base + minor;
+            (*dev).class = region.class.as_ptr();
+            (*dev).parent = device_ptr(parent);
+            (*dev).release = Some(Self::release_device);
+        }
+        // SAFETY: `dev` is initialised, and the format consumes exactly one
+        // NUL-terminated string argument.
+        let ret = unsafe { bindings::dev_set_name(dev, c"%s".as_char_ptr(), name.as_char_ptr()) };
+        if ret != 0 {
+            // SAFETY: Drops the reference taken by `device_initialize`.
+            unsafe { bindings::put_device(dev) };
+            return Err(Error::from_errno(ret));
+        }
+        // SAFETY: `cdev` is valid memory; `VTABLE` is `'static`.
+        unsafe {
+            bindings::cdev_init(cdev, &Self::VTABLE);
+            (*cdev).owner = this_module::<crate::LocalModule>().as_ptr();
+        }
+        // SAFETY: Both are initialised. On success the cdev holds a
+        // reference on `dev` for as long as any file has it open.
+        let ret = unsafe { bindings::cdev_device_add(cdev, dev) };
+        if ret != 0 {
+            // SAFETY: Drops the reference taken by `device_initialize`.
+            unsafe { bindings::put_device(dev) };
+            return Err(Error::from_errno(ret));
+        }
+        // INVARIANT: Added above; the initial reference is now ours.
+        Ok(Self {
+            // SAFETY: `KBox::into_raw` never returns null.
+            raw: unsafe { NonNull::new_unchecked(raw) },
+            _p: PhantomData,
+        })
+    }
+
+    /// The data handed to every open of the node.
+    pub(crate) fn data(&self) -> &Arc<T> {
+        // SAFETY: By the type invariants `raw` is valid while `self` lives.
+        unsafe { &(*self.raw.as_ptr()).data }
+    }
+
+    /// # Safety
+    ///
+    /// `dev` must be the `dev` field of a `RawCharDevice<T>` made by
+    /// [`CharDevice::new`], whose last reference has just been dropped.
+    unsafe extern "C" fn release_device(dev: *mut bindings::device) {
+        let dev = dev.cast::<Opaque<bindings::device>>();
+        // SAFETY: By the safety requirements `dev` is the `dev` field of a
+        // `RawCharDevice<T>`.
+        let raw = unsafe { kernel::container_of!(dev, RawCharDevice<T>, dev) };
+        // SAFETY: `raw` came from `KBox::into_raw` in `new`, and this is the
+        // last user of the allocation.
+        drop(unsafe { KBox::from_raw(raw) });
+    }
+
+    /// # Safety
+    ///
+    /// Called by the VFS for a file being opened on a node of this type.
+    unsafe extern "C" fn open(inode: *mut bindings::inode, file: *mut bindings::file) -> c_int {
+        // SAFETY: The VFS passes a valid inode; for a character device node
+        // `chrdev_open` has set `i_cdev` to our `cdev` and holds a reference
+        // on it (hence on the whole `RawCharDevice<T>`) during this call.
+        let cdev = unsafe { (*inode).__bindgen_anon_5.i_cdev }.cast::<Opaque<bindings::cdev>>();
+        // SAFETY: `cdev` is the `cdev` field of a `RawCharDevice<T>`.
+        let raw = unsafe { kernel::container_of!(cdev, RawCharDevice<T>, cdev) };
+        // SAFETY: `raw` is valid for the duration of this call (see above).
+        let data = unsafe { &(*raw).data };
+        // SAFETY: The file is valid for the duration of this call and has no
+        // active `fdget_pos` region.
+        let rust_file = unsafe { File::from_raw_file(file) };
+        match T::open(data, rust_file) {
+            Ok(ptr) => {
+                // SAFETY: The open callback owns the file's private data.
+                unsafe { (*file).private_data = ptr.into_foreign().cast() };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the VFS for a file of this type whose last reference is
+    /// gone; `open` has set its private data.
+    unsafe extern "C" fn release_file(_inode: *mut bindings::inode, file: *mut bindings::file) -> c_int {
+        // SAFETY: The release callback owns the private data, which `open`
+        // made with `into_foreign`; nothing else uses it any more.
+        let ptr = unsafe { T::Ptr::from_foreign((*file).private_data.cast()) };
+        // SAFETY: The file is valid for the duration of this call and has no
+        // active `fdget_pos` region.
+        T::release(ptr, unsafe { File::from_raw_file(file) });
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by the VFS for an open file of this type.
+    unsafe extern "C" fn ioctl(file: *mut bindings::file, cmd: c_uint, arg: c_ulong) -> c_long {
+        // SAFETY: Between `open` and `release` the private data is the value
+        // `open` made with `into_foreign`, and an ioctl runs in between.
+        let data = unsafe { T::Ptr::borrow((*file).private_data.cast()) };
+        // SAFETY: The file is valid for the duration of this call and has no
+        // active `fdget_pos` region.
+        let rust_file = unsafe { File::from_raw_file(file) };
+        match T::ioctl(data, rust_file, cmd, arg) {
+            Ok(ret) => ret,
+            Err(e) => e.to_errno() as c_long,
+        }
+    }
+
+    const VTABLE: bindings::file_operations = bindings::file_operations {
+        owner: this_module::<crate::LocalModule>().as_ptr(),
+        open: Some(Self::open),
+        release: Some(Self::release_file),
+        unlocked_ioctl: Some(Self::ioctl),
+        // The commands have one layout for 32 and 64-bit callers, so only
+        // the pointer needs converting.
+        #[cfg(CONFIG_COMPAT)]
+        compat_ioctl: bindings::compat_ptr_ioctl,
+        // SAFETY: All-zero is a valid `file_operations`: every field is an
+        // optional function pointer or a plain pointer.
+        ..unsafe { core::mem::zeroed() }
+    };
+}
+
+impl<T: FileOperations> Drop for CharDevice<T> {
+    fn drop(&mut self) {
+        let raw = self.raw.as_ptr();
+        // SAFETY: By the type invariants both were added and we own a
+        // reference on `dev`. After `cdev_device_del` no new open can
+        // start; files already open keep the memory alive through their
+        // cdev reference, and `put_device` drops only ours.
+        unsafe {
+            bindings::cdev_device_del((*raw).cdev.get(), (*raw).dev.get());
+            bindings::put_device((*raw).dev.get());
+        }
+    }
+}

@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Kernel abstractions the driver needs that Linux 7.3 does not have yet.
+//!
+//! Each one is a small safe wrapper over the C API, written so that it could
+//! move into `rust/kernel/` as it is. The driver in `src/` uses only these
+//! and the `kernel` crate; every `unsafe` block of the module lives here.
+
+pub(crate) mod chrdev;
+pub(crate) mod pci;
+pub(crate) mod task;
+pub(crate) mod time;

@@ -1,0 +1,619 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The arbiter core: the locks of one card, owned by open files.
+//!
+//! A card has [`LOCK_COUNT`] locks. A request names a set of them (a bit
+//! mask) and is granted when all of them are free and no earlier waiter on
+//! the card wants any of them, so requests are served in arrival order per
+//! card and a request never holds some locks while it waits for others.
+//!
+//! Waiters sit in one queue per card, in arrival order. Each waiter sleeps on
+//! its own condition variable: a release picks the waiters that can now be
+//! granted, makes them the holders under the card's mutex and wakes exactly
+//! those. A waiter therefore never wakes to find nothing, and waiters of
+//! other locks sleep on. `kernel::sync::CondVar` alone could not do this: it
+//! re-queues a waiter at the tail on every wake-up and `notify_one` wakes
+//! whoever is first in its own queue.
+//!
+//! The mutex guards short, bounded updates and is never held across a sleep
+//! (a waiter's condition variable releases it while sleeping).
+//!
+//! Invariant kept by every operation: no queued waiter could be granted.
+//! Locks only become available when they are released or when a waiter
+//! wanting them leaves the queue, and both cases run [`State::hand_off`] over
+//! exactly those locks.
+
+use crate::rust_ext::{
+    task::{
+        self as task_ext,
+        TASK_COMM_LEN, //
+    },
+    time::monotonic_ns,
+};
+use kernel::{
+    new_condvar,
+    new_mutex,
+    prelude::*,
+    sync::{
+        aref::ARef,
+        Arc,
+        CondVar,
+        CondVarTimeoutResult,
+        LockedBy,
+        Mutex, //
+    },
+    task::Task,
+    time::msecs_to_jiffies,
+};
+
+/// Number of locks per card.
+pub(crate) const LOCK_COUNT: usize = 64;
+
+/// The lock set of a request: bit `i` stands for lock `i`.
+pub(crate) type LockMask = u64;
+
+/// The mask of lock `index` (which must be below [`LOCK_COUNT`]).
+pub(crate) fn bit(index: usize) -> LockMask {
+    1 << index
+}
+
+fn indices(mask: LockMask) -> impl Iterator<Item = usize> {
+    (0..LOCK_COUNT).filter(move |&i| mask & bit(i) != 0)
+}
+
+/// The owner of locks: one open file description.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct OwnerId(u64);
+
+/// The process that makes a request, recorded as the holder when granted.
+#[derive(Clone)]
+pub(crate) struct Requester {
+    /// The thread-group leader, so that the pid shown is the process's.
+    task: ARef<Task>,
+    comm: [u8; TASK_COMM_LEN],
+}
+
+impl Requester {
+    /// The calling process.
+    pub(crate) fn current() -> Self {
+        let current = kernel::current!();
+        let leader = current.group_leader();
+        Self {
+            task: leader.into(),
+            comm: task_ext::comm(current),
+        }
+    }
+
+    /// The process's pid in the caller's pid namespace; 0 when it is not
+    /// visible there or has exited.
+    fn pid_for_caller(&self) -> u32 {
+        let current = kernel::current!();
+        let pid = self.task.tgid_nr_ns(current.active_pid_ns());
+        u32::try_from(pid).unwrap_or(0)
+    }
+}
+
+/// How long a request may wait.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Wait {
+    /// Never: fail with [`AcquireError::Busy`] unless granted at once.
+    Try,
+    /// Until granted, interrupted or the card goes away.
+    Forever,
+    /// Until the absolute `CLOCK_MONOTONIC` time, in nanoseconds.
+    Until(i64),
+}
+
+/// What a request does when its file already holds one of its locks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Reentry {
+    /// Fail with [`AcquireError::Deadlock`].
+    Refuse,
+    /// Treat the lock as held by anyone else: wait for the file to release
+    /// it (the compatible LOCK_CTL's behaviour).
+    Wait,
+}
+
+/// A granted request.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Acquired {
+    /// The locks whose previous holder's file closed while holding them.
+    pub(crate) owner_died: LockMask,
+    /// Time spent waiting, in nanoseconds.
+    pub(crate) waited_ns: u64,
+}
+
+/// Why a request was not granted.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum AcquireError {
+    /// Not granted at once (held, or an earlier waiter wants it). The pid
+    /// is the holder of the lowest held lock, 0 if none is held.
+    Busy { holder_pid: u32 },
+    /// The deadline passed.
+    TimedOut { holder_pid: u32 },
+    /// The file already holds one of the locks.
+    Deadlock,
+    /// A signal is pending.
+    Interrupted,
+    /// The card is gone.
+    Gone,
+    /// Out of memory while queueing.
+    NoMemory,
+}
+
+/// Counters of one lock, since the card was bound.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(crate) struct LockStats {
+    /// Grants.
+    pub(crate) acquisitions: u64,
+    /// Grants that had to wait.
+    pub(crate) contended: u64,
+    /// Releases because the holder's file was closed.
+    pub(crate) owner_died: u64,
+    /// Wake-ups of a waiter that found no grant, no signal, no deadline
+    /// passed and the card still there. FIFO hand-off keeps this at 0.
+    pub(crate) spurious_wakeups: u64,
+    /// Sum and maximum of the waits of contended grants, in nanoseconds.
+    pub(crate) total_wait_ns: u64,
+    pub(crate) max_wait_ns: u64,
+    /// Longest time the lock was held, in nanoseconds.
+    pub(crate) max_hold_ns: u64,
+}
+
+/// The state of one lock as seen by a reader.
+#[derive(Clone, Debug)]
+pub(crate) struct LockInfo {
+    /// The holder's pid in the reader's pid namespace (0 if not visible)
+    /// and comm, if held.
+    pub(crate) holder: Option<(u32, [u8; TASK_COMM_LEN])>,
+    /// Whether the reader's file holds it.
+    pub(crate) held_by_caller: bool,
+    /// Held for, in nanoseconds.
+    pub(crate) held_ns: u64,
+    /// The owner-died mark is set and not yet consumed by an acquisition.
+    pub(crate) owner_died: bool,
+    /// Number of queued waiters wanting this lock.
+    pub(crate) waiters: u32,
+    pub(crate) stats: LockStats,
+}
+
+struct Holder {
+    owner: OwnerId,
+    who: Requester,
+    since_ns: i64,
+}
+
+#[derive(Default)]
+struct Slot {
+    holder: Option<Holder>,
+    owner_died: bool,
+    waiters: u32,
+    stats: LockStats,
+}
+
+/// What a granted waiter learns from its grant.
+#[derive(Clone, Copy)]
+struct Grant {
+    owner_died: LockMask,
+}
+
+/// A queued request.
+#[pin_data]
+struct Waiter {
+    #[pin]
+    wake: CondVar,
+    owner: OwnerId,
+    mask: LockMask,
+    who: Requester,
+    /// Set, under the card's mutex, by the release that grants the request.
+    grant: LockedBy<Option<Grant>, State>,
+}
+
+struct State {
+    gone: bool,
+    /// Locks with a holder.
+    held: LockMask,
+    /// Locks that at least one queued waiter wants.
+    wanted: LockMask,
+    /// Waiters in arrival order.
+    queue: KVec<Arc<Waiter>>,
+    slots: [Slot; LOCK_COUNT],
+    next_owner: u64,
+}
+
+/// The locks of one card.
+#[pin_data]
+pub(crate) struct Arbiter {
+    #[pin]
+    state: Mutex<State>,
+}
+
+impl Arbiter {
+    /// A card's locks, all free.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            state <- new_mutex!(State {
+                gone: false,
+                held: 0,
+                wanted: 0,
+                queue: KVec::new(),
+                slots: core::array::from_fn(|_| Slot::default()),
+                next_owner: 1,
+            }),
+        })
+    }
+
+    /// A new owner identity, for a newly opened file.
+    pub(crate) fn new_owner(&self) -> OwnerId {
+        let mut state = self.state.lock();
+        let owner = OwnerId(state.next_owner);
+        state.next_owner += 1;
+        owner
+    }
+
+    /// Whether the card is gone.
+    pub(crate) fn is_gone(&self) -> bool {
+        self.state.lock().gone
+    }
+
+    /// Requests every lock of `mask` for `owner`.
+    pub(crate) fn acquire(
+        &self,
+        owner: OwnerId,
+        mask: LockMask,
+        who: Requester,
+        wait: Wait,
+        reentry: Reentry,
+    ) -> Result<Acquired, AcquireError> {
+        let mut state = self.state.lock();
+        if state.gone {
+            return Err(AcquireError::Gone);
+        }
+        if reentry == Reentry::Refuse && state.held_by(owner) & mask != 0 {
+            return Err(AcquireError::Deadlock);
+        }
+        if !state.is_blocked(mask) {
+            let owner_died = state.grant(owner, mask, &who);
+            return Ok(Acquired {
+                owner_died,
+                waited_ns: 0,
+            });
+        }
+        let now = monotonic_ns();
+        match wait {
+            Wait::Try => {
+                return Err(AcquireError::Busy {
+                    holder_pid: state.holder_pid(mask),
+                })
+            }
+            Wait::Until(deadline) if deadline <= now => {
+                return Err(AcquireError::Busy {
+                    holder_pid: state.holder_pid(mask),
+                })
+            }
+            _ => {}
+        }
+
+        let waiter = self.new_waiter(owner, mask, who)?;
+        state.enqueue(waiter.clone())?;
+
+        let result = loop {
+            if let Some(settled) = state.settle(&waiter, false, false) {
+                break settled;
+            }
+            let (interrupted, timed_out) = match wait {
+                Wait::Until(deadline) => {
+                    let left = deadline - monotonic_ns();
+                    if left <= 0 {
+                        (false, true)
+                    } else {
+                        // Jiffies are coarse: round up, and on waking
+                        // re-check the clock, so a deadline never ends early.
+                        let msecs = u32::try_from((left + 999_999) / 1_000_000).unwrap_or(u32::MAX);
+                        match waiter
+                            .wake
+                            .wait_interruptible_timeout(&mut state, msecs_to_jiffies(msecs))
+                        {
+                            CondVarTimeoutResult::Signal { .. } => (true, false),
+                            CondVarTimeoutResult::Timeout => (false, false),
+                            CondVarTimeoutResult::Woken { .. } => {
+                                state.count_spurious(&waiter);
+                                (false, false)
+                            }
+                        }
+                    }
+                }
+                _ => {
+                    let signal = waiter.wake.wait_interruptible(&mut state);
+                    if !signal {
+                        state.count_spurious(&waiter);
+                    }
+                    (signal, false)
+                }
+            };
+            if let Some(settled) = state.settle(&waiter, interrupted, timed_out) {
+                break settled;
+            }
+        };
+
+        let waited_ns = u64::try_from(monotonic_ns() - now).unwrap_or(0);
+        match result {
+            Ok(grant) if !state.gone => {
+                state.record_wait(mask, waited_ns);
+                Ok(Acquired {
+                    owner_died: grant.owner_died,
+                    waited_ns,
+                })
+            }
+            Ok(_) => {
+                // Granted just before the card went away: give the locks
+                // back so the teardown sees them free.
+                state.release_locks(mask, false);
+                Err(AcquireError::Gone)
+            }
+            Err(e) => {
+                state.dequeue(&waiter);
+                Err(e)
+            }
+        }
+    }
+
+    fn new_waiter(
+        &self,
+        owner: OwnerId,
+        mask: LockMask,
+        who: Requester,
+    ) -> Result<Arc<Waiter>, AcquireError> {
+        Arc::pin_init(
+            pin_init!(Waiter {
+                wake <- new_condvar!("tenstorrent_lock_waiter"),
+                owner,
+                mask,
+                who,
+                grant: LockedBy::new(&self.state, None),
+            }),
+            GFP_KERNEL,
+        )
+        .map_err(|_| AcquireError::NoMemory)
+    }
+
+    /// Releases every lock of `mask`, all or nothing. `EPERM` unless
+    /// `owner` holds all of them.
+    pub(crate) fn release(&self, owner: OwnerId, mask: LockMask) -> Result {
+        let mut state = self.state.lock();
+        if state.gone {
+            return Err(ENODEV);
+        }
+        if state.held_by(owner) & mask != mask {
+            return Err(EPERM);
+        }
+        state.release_locks(mask, false);
+        Ok(())
+    }
+
+    /// Releases every lock `owner` holds because its file is closing: the
+    /// locks are marked "owner died" for their next acquirer.
+    pub(crate) fn release_all(&self, owner: OwnerId) {
+        let mut state = self.state.lock();
+        let mask = state.held_by(owner);
+        if mask != 0 {
+            state.release_locks(mask, true);
+        }
+    }
+
+    /// Whether `owner` holds lock `index`, and whether anyone does.
+    pub(crate) fn test(&self, owner: OwnerId, index: usize) -> Result<(bool, bool)> {
+        let state = self.state.lock();
+        if state.gone {
+            return Err(ENODEV);
+        }
+        let holder = state.slots[index].holder.as_ref();
+        Ok((holder.is_some_and(|h| h.owner == owner), holder.is_some()))
+    }
+
+    /// The state of lock `index`, as seen by `owner` (if any).
+    pub(crate) fn query(&self, owner: Option<OwnerId>, index: usize) -> Result<LockInfo> {
+        let state = self.state.lock();
+        if state.gone {
+            return Err(ENODEV);
+        }
+        let slot = &state.slots[index];
+        let now = monotonic_ns();
+        Ok(LockInfo {
+            holder: slot
+                .holder
+                .as_ref()
+                .map(|h| (h.who.pid_for_caller(), h.who.comm)),
+            held_by_caller: slot
+                .holder
+                .as_ref()
+                .is_some_and(|h| Some(h.owner) == owner),
+            held_ns: slot
+                .holder
+                .as_ref()
+                .map_or(0, |h| u64::try_from(now - h.since_ns).unwrap_or(0)),
+            owner_died: slot.owner_died,
+            waiters: slot.waiters,
+            stats: slot.stats,
+        })
+    }
+
+    /// The card is going away: every waiter wakes with
+    /// [`AcquireError::Gone`] and every later request fails with it.
+    pub(crate) fn shut_down(&self) {
+        let mut state = self.state.lock();
+        state.gone = true;
+        for waiter in state.queue.iter() {
+            waiter.wake.notify_one();
+        }
+    }
+}
+
+impl State {
+    fn held_by(&self, owner: OwnerId) -> LockMask {
+        indices(self.held)
+            .filter(|&i| self.slots[i].holder.as_ref().is_some_and(|h| h.owner == owner))
+            .fold(0, |mask, i| mask | bit(i))
+    }
+
+    fn is_blocked(&self, mask: LockMask) -> bool {
+        (self.held | self.wanted) & mask != 0
+    }
+
+    fn holder_pid(&self, mask: LockMask) -> u32 {
+        indices(mask & self.held)
+            .find_map(|i| self.slots[i].holder.as_ref())
+            .map_or(0, |h| h.who.pid_for_caller())
+    }
+
+    /// Makes `owner` the holder of every lock of `mask` and consumes their
+    /// owner-died marks, which it returns.
+    fn grant(&mut self, owner: OwnerId, mask: LockMask, who: &Requester) -> LockMask {
+        let now = monotonic_ns();
+        let mut owner_died = 0;
+        for i in indices(mask) {
+            let slot = &mut self.slots[i];
+            if slot.owner_died {
+                owner_died |= bit(i);
+                slot.owner_died = false;
+            }
+            slot.holder = Some(Holder {
+                owner,
+                who: who.clone(),
+                since_ns: now,
+            });
+            slot.stats.acquisitions += 1;
+        }
+        self.held |= mask;
+        owner_died
+    }
+
+    fn enqueue(&mut self, waiter: Arc<Waiter>) -> Result<(), AcquireError> {
+        let mask = waiter.mask;
+        self.queue
+            .push(waiter, GFP_KERNEL)
+            .map_err(|_| AcquireError::NoMemory)?;
+        for i in indices(mask) {
+            self.slots[i].waiters += 1;
+        }
+        self.wanted |= mask;
+        Ok(())
+    }
+
+    fn forget_waiter_at(&mut self, position: usize) -> Option<Arc<Waiter>> {
+        let waiter = self.queue.remove(position).ok()?;
+        for i in indices(waiter.mask) {
+            let slot = &mut self.slots[i];
+            slot.waiters -= 1;
+            if slot.waiters == 0 {
+                self.wanted &= !bit(i);
+            }
+        }
+        Some(waiter)
+    }
+
+    /// Takes a waiter that gives up out of the queue, and lets the waiters
+    /// it was blocking have their turn.
+    fn dequeue(&mut self, waiter: &Arc<Waiter>) {
+        let position = self.queue.iter().position(|w| Arc::ptr_eq(w, waiter));
+        if let Some(position) = position {
+            self.forget_waiter_at(position);
+            self.hand_off(waiter.mask);
+        }
+    }
+
+    fn release_locks(&mut self, mask: LockMask, owner_died: bool) {
+        let now = monotonic_ns();
+        for i in indices(mask) {
+            let slot = &mut self.slots[i];
+            if let Some(holder) = slot.holder.take() {
+                let held = u64::try_from(now - holder.since_ns).unwrap_or(0);
+                slot.stats.max_hold_ns = slot.stats.max_hold_ns.max(held);
+            }
+            if owner_died {
+                slot.owner_died = true;
+                slot.stats.owner_died += 1;
+            }
+        }
+        self.held &= !mask;
+        self.hand_off(mask);
+    }
+
+    /// Grants, in arrival order, the waiters that the locks of `freed` (just
+    /// released, or no longer wanted by a waiter that left) let through.
+    ///
+    /// Only locks of `freed` can have become available, so the scan stops as
+    /// soon as each of them is held again or wanted by a waiter that is still
+    /// queued ahead of the rest.
+    fn hand_off(&mut self, freed: LockMask) {
+        if self.gone {
+            return;
+        }
+        let mut blocked: LockMask = 0;
+        let mut position = 0;
+        while position < self.queue.len() && freed & !(self.held | blocked) != 0 {
+            let mask = self.queue[position].mask;
+            if mask & (self.held | blocked) != 0 {
+                blocked |= mask;
+                position += 1;
+                continue;
+            }
+            let Some(waiter) = self.forget_waiter_at(position) else {
+                return;
+            };
+            let owner_died = self.grant(waiter.owner, mask, &waiter.who);
+            *waiter.grant.access_mut(self) = Some(Grant { owner_died });
+            waiter.wake.notify_one();
+        }
+    }
+
+    /// Decides whether a queued waiter is done, after it woke because of a
+    /// signal (`interrupted`), its deadline (`timed_out`) or a wake-up.
+    ///
+    /// A grant always wins, even over a signal or a deadline that came at
+    /// the same time: a granted waiter is no longer queued, so refusing the
+    /// grant would lose the lock.
+    fn settle(
+        &self,
+        waiter: &Waiter,
+        interrupted: bool,
+        timed_out: bool,
+    ) -> Option<Result<Grant, AcquireError>> {
+        if let Some(grant) = *waiter.grant.access(self) {
+            return Some(Ok(grant));
+        }
+        if self.gone {
+            return Some(Err(AcquireError::Gone));
+        }
+        if interrupted {
+            return Some(Err(AcquireError::Interrupted));
+        }
+        if timed_out {
+            return Some(Err(AcquireError::TimedOut {
+                holder_pid: self.holder_pid(waiter.mask),
+            }));
+        }
+        None
+    }
+
+    fn record_wait(&mut self, mask: LockMask, waited_ns: u64) {
+        for i in indices(mask) {
+            let stats = &mut self.slots[i].stats;
+            stats.contended += 1;
+            stats.total_wait_ns = stats.total_wait_ns.saturating_add(waited_ns);
+            stats.max_wait_ns = stats.max_wait_ns.max(waited_ns);
+        }
+    }
+
+    fn count_spurious(&mut self, waiter: &Waiter) {
+        if waiter.grant.access(self).is_none() && !self.gone {
+            for i in indices(waiter.mask) {
+                self.slots[i].stats.spurious_wakeups += 1;
+            }
+        }
+    }
+}
+
+#[cfg(CONFIG_KUNIT)]
+#[path = "../tests/kunit/arbiter_tests.rs"]
+mod tests;

@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! PCI binding: one `/dev/tenstorrent/N` per bound card.
+
+use crate::{
+    card::{
+        Card,
+        PciIdentity, //
+    },
+    registry::Ordinal,
+    rust_ext::{
+        chrdev::CharDevice,
+        pci::vendor, //
+    },
+};
+use kernel::{
+    device::Core,
+    pci,
+    prelude::*,
+    str::CString,
+    sync::Arc, //
+};
+
+const VENDOR_TENSTORRENT: u16 = 0x1e52;
+const DEVICE_GRAYSKULL: u16 = 0xfaca;
+const DEVICE_WORMHOLE: u16 = 0x401e;
+const DEVICE_BLACKHOLE: u16 = 0xb140;
+
+pub(crate) struct TenstorrentDriver;
+
+// Built without per-entry data (`@none`) so that ids added at run time
+// through sysfs `new_id` (the test VM's emulated devices) are accepted.
+kernel::pci_device_table!(
+    PCI_TABLE,
+    @none,
+    [
+        pci::DeviceId::from_id(vendor(VENDOR_TENSTORRENT), DEVICE_WORMHOLE as u32),
+        pci::DeviceId::from_id(vendor(VENDOR_TENSTORRENT), DEVICE_BLACKHOLE as u32),
+        // Matched only to say clearly why it is not bound.
+        pci::DeviceId::from_id(vendor(VENDOR_TENSTORRENT), DEVICE_GRAYSKULL as u32),
+    ]
+);
+
+/// A bound card. Dropping it (unbind, removal, module unload) wakes every
+/// waiter with `ENODEV`, removes the node, then frees the ordinal; files
+/// still open keep the [`Card`] until they are closed.
+pub(crate) struct BoundCard {
+    node: CharDevice<Card>,
+    ordinal: Ordinal,
+}
+
+impl Drop for BoundCard {
+    fn drop(&mut self) {
+        self.node.data().arbiter.shut_down();
+        pr_info!("/dev/tenstorrent/{} removed\n", self.ordinal.number());
+        // Fields drop in order: `node`, then `ordinal`.
+    }
+}
+
+/// The PCI domain, from the device name `DDDD:BB:DD.F`: `pci_domain_nr()`
+/// is an inline function the Rust bindings do not reach.
+fn pci_domain(name: &CStr) -> u16 {
+    let digits = name.to_bytes().iter().take_while(|&&c| c != b':');
+    digits.fold(0u16, |domain, &c| {
+        let digit = (c as char).to_digit(16).unwrap_or(0) as u16;
+        domain.wrapping_mul(16).wrapping_add(digit)
+    })
+}
+
+impl pci::Driver for TenstorrentDriver {
+    type IdInfo = ();
+    type Data<'bound> = BoundCard;
+
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        let vendor_id = pdev.vendor_id().as_raw();
+        let device_id = pdev.device_id();
+        if vendor_id == VENDOR_TENSTORRENT && device_id == DEVICE_GRAYSKULL {
+            dev_err!(
+                pdev,
+                "Grayskull ({:04x}:{:04x}) is end-of-life and not supported by this driver\n",
+                vendor_id,
+                device_id
+            );
+            return Err(ENODEV);
+        }
+
+        let identity = PciIdentity {
+            vendor_id,
+            device_id,
+            subsystem_vendor_id: pdev.subsystem_vendor_id(),
+            subsystem_id: pdev.subsystem_device_id(),
+            bus_dev_fn: pdev.dev_id(),
+            domain: pci_domain(pdev.as_ref().name()),
+        };
+        let ordinal = Ordinal::take()?;
+        let card = Arc::pin_init(Card::new(ordinal.number(), identity), GFP_KERNEL)?;
+        let name = CString::try_from_fmt(fmt!("tenstorrent/{}", ordinal.number()))?;
+        let node = CharDevice::new(ordinal.region(), ordinal.number(), pdev.as_ref(), &name, card)?;
+        dev_info!(
+            pdev,
+            "{:04x}:{:04x} bound as /dev/tenstorrent/{}\n",
+            vendor_id,
+            device_id,
+            ordinal.number()
+        );
+        Ok(BoundCard { node, ordinal })
+    }
+}

@@ -1,0 +1,439 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Open files of `/dev/tenstorrent/N` and their ioctls.
+//!
+//! An open file description is a lock owner: locks are released when the
+//! last reference to it goes away (close, exit, a crash, SIGKILL), before
+//! that last `close()` returns.
+
+use crate::{
+    arbiter::{
+        bit,
+        AcquireError,
+        Acquired,
+        LockMask,
+        OwnerId,
+        Reentry,
+        Requester,
+        Wait,
+        LOCK_COUNT, //
+    },
+    card::Card,
+    rust_ext::chrdev::FileOperations,
+    uapi::{
+        self,
+        DeviceInfoOut,
+        DriverInfoOut,
+        LockAcquire,
+        LockAcquireSet,
+        LockCtlIn,
+        LockCtlOut,
+        LockQuery,
+        LockRelease, //
+    },
+    VERSION,
+};
+use kernel::{
+    fs::File,
+    ioctl::{
+        _IOC_DIR,
+        _IOC_NR,
+        _IOC_SIZE,
+        _IOC_TYPE, //
+    },
+    prelude::*,
+    sync::Arc,
+    uapi::{
+        _IOC_READ,
+        _IOC_WRITE, //
+    },
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
+};
+
+/// Largest `argsz` accepted: the bytes past the kernel's own struct must be
+/// checked for zero, and no struct of ours will grow to a page.
+const MAX_ARGSZ: u32 = 4096;
+
+/// The private data of an open file.
+pub(crate) struct OpenFile {
+    card: Arc<Card>,
+    owner: OwnerId,
+}
+
+impl FileOperations for Card {
+    type Ptr = KBox<OpenFile>;
+
+    fn open(card: &Arc<Card>, _file: &File) -> Result<KBox<OpenFile>> {
+        if card.is_gone() {
+            return Err(ENODEV);
+        }
+        Ok(KBox::new(
+            OpenFile {
+                card: card.clone(),
+                owner: card.arbiter.new_owner(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    fn release(open: KBox<OpenFile>, _file: &File) {
+        open.card.arbiter.release_all(open.owner);
+    }
+
+    fn ioctl(open: &OpenFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        let command = Command::decode(cmd).ok_or(ENOTTY)?;
+        if open.card.is_gone() {
+            return Err(ENODEV);
+        }
+        match command {
+            Command::GetDeviceInfo => open.get_device_info(arg),
+            Command::GetDriverInfo => open.get_driver_info(arg),
+            Command::LockCtl => open.lock_ctl(arg),
+            Command::Acquire => open.acquire(arg),
+            Command::AcquireSet => open.acquire_set(arg),
+            Command::Release => open.release(arg),
+            Command::Query => open.query(arg),
+        }?;
+        Ok(0)
+    }
+}
+
+/// The commands the driver knows.
+enum Command {
+    GetDeviceInfo,
+    GetDriverInfo,
+    LockCtl,
+    Acquire,
+    AcquireSet,
+    Release,
+    Query,
+}
+
+impl Command {
+    fn decode(cmd: u32) -> Option<Self> {
+        match cmd {
+            uapi::GET_DEVICE_INFO => return Some(Self::GetDeviceInfo),
+            uapi::GET_DRIVER_INFO => return Some(Self::GetDriverInfo),
+            uapi::LOCK_CTL => return Some(Self::LockCtl),
+            _ => {}
+        }
+        // Our commands carry their struct's size, which grows with new
+        // versions: any size from the first version's up is the command.
+        if _IOC_TYPE(cmd) != uapi::IOCTL_MAGIC || _IOC_DIR(cmd) != _IOC_READ | _IOC_WRITE {
+            return None;
+        }
+        let (command, first_size) = match _IOC_NR(cmd) {
+            uapi::LOCK_ACQUIRE_NR => (Self::Acquire, LockAcquire::SIZE),
+            uapi::LOCK_ACQUIRE_SET_NR => (Self::AcquireSet, LockAcquireSet::SIZE),
+            uapi::LOCK_RELEASE_NR => (Self::Release, LockRelease::SIZE),
+            uapi::LOCK_QUERY_NR => (Self::Query, LockQuery::SIZE),
+            _ => return None,
+        };
+        (_IOC_SIZE(cmd) >= first_size).then_some(command)
+    }
+}
+
+/// Reads the `u32` at `addr`.
+fn read_u32(addr: usize) -> Result<u32> {
+    let mut bytes = [0u8; 4];
+    UserSlice::new(UserPtr::from_addr(addr), 4)
+        .reader()
+        .read_slice(&mut bytes)?;
+    Ok(u32::from_ne_bytes(bytes))
+}
+
+/// Writes `answer` to `out` by the rule of the C driver's commands: the
+/// caller's `output_size_bytes` bytes of `out` end up holding the answer,
+/// cut to fit, followed by zeros. With `output_size_bytes == 0`, `out` is
+/// never touched.
+fn write_sized_output(out: usize, output_size_bytes: u32, answer: &[u8]) -> Result {
+    const ZEROS: [u8; 64] = [0; 64];
+    let size = usize::try_from(output_size_bytes)?;
+    let mut writer = UserSlice::new(UserPtr::from_addr(out), size).writer();
+    writer.write_slice(&answer[..size.min(answer.len())])?;
+    while !writer.is_empty() {
+        let chunk = writer.len().min(ZEROS.len());
+        writer.write_slice(&ZEROS[..chunk])?;
+    }
+    Ok(())
+}
+
+/// Reads one of our extensible structs (`argsz` first) into `bytes`.
+///
+/// `argsz` below the struct's first version is `EINVAL`; past the kernel's
+/// size, the caller's extra bytes must be zero (`E2BIG` otherwise) and are
+/// ignored. Returns the number of bytes to write back.
+fn read_extensible(arg: usize, bytes: &mut [u8]) -> Result<usize> {
+    let argsz = read_u32(arg)?;
+    if argsz > MAX_ARGSZ {
+        return Err(E2BIG);
+    }
+    let argsz = usize::try_from(argsz)?;
+    if argsz < bytes.len() {
+        return Err(EINVAL);
+    }
+    let mut reader = UserSlice::new(UserPtr::from_addr(arg), argsz).reader();
+    reader.read_slice(bytes)?;
+    let mut tail = [0u8; 64];
+    while !reader.is_empty() {
+        let chunk = reader.len().min(tail.len());
+        reader.read_slice(&mut tail[..chunk])?;
+        if tail[..chunk].iter().any(|&b| b != 0) {
+            return Err(E2BIG);
+        }
+    }
+    Ok(bytes.len())
+}
+
+fn write_back(arg: usize, bytes: &[u8]) -> Result {
+    UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+        .writer()
+        .write_slice(bytes)
+}
+
+/// Checks a lock index from userspace.
+fn lock_index(index: u32) -> Result<usize> {
+    let index = usize::try_from(index)?;
+    if index < LOCK_COUNT {
+        Ok(index)
+    } else {
+        Err(EINVAL)
+    }
+}
+
+/// The wait of an ACQUIRE or ACQUIRE_SET from its flags.
+fn wait_from_flags(flags: u32, deadline_ns: u64) -> Result<Wait> {
+    match flags {
+        0 => Ok(Wait::Forever),
+        uapi::LOCK_NONBLOCK => Ok(Wait::Try),
+        // A deadline beyond `i64::MAX` ns (292 years) is as good as none.
+        uapi::LOCK_DEADLINE => Ok(i64::try_from(deadline_ns).map_or(Wait::Forever, Wait::Until)),
+        _ => Err(EINVAL),
+    }
+}
+
+impl AcquireError {
+    /// The errno of the new commands, and the holder's pid where the
+    /// command reports it.
+    fn errno(self) -> (Error, Option<u32>) {
+        match self {
+            Self::Busy { holder_pid } => (EBUSY, Some(holder_pid)),
+            Self::TimedOut { holder_pid } => (ETIMEDOUT, Some(holder_pid)),
+            Self::Deadlock => (EDEADLK, None),
+            // Restarted when no handler ran (stop/continue); EINTR when one
+            // did, even with SA_RESTART: the deadline is absolute, so a
+            // caller that wants to continue simply calls again.
+            Self::Interrupted => (ERESTARTNOHAND, None),
+            Self::Gone => (ENODEV, None),
+            Self::NoMemory => (ENOMEM, None),
+        }
+    }
+}
+
+impl OpenFile {
+    fn get_device_info(&self, arg: usize) -> Result {
+        let output_size_bytes = read_u32(arg)?;
+        let pci = &self.card.pci;
+        let answer = DeviceInfoOut {
+            output_size_bytes: DeviceInfoOut::SIZE as u32,
+            vendor_id: pci.vendor_id,
+            device_id: pci.device_id,
+            subsystem_vendor_id: pci.subsystem_vendor_id,
+            subsystem_id: pci.subsystem_id,
+            bus_dev_fn: pci.bus_dev_fn,
+            max_dma_buf_size_log2: 0,
+            pci_domain: pci.domain,
+            reserved: 0,
+        };
+        write_sized_output(arg.wrapping_add(4), output_size_bytes, &answer.encode())
+    }
+
+    fn get_driver_info(&self, arg: usize) -> Result {
+        let output_size_bytes = read_u32(arg)?;
+        let answer = DriverInfoOut {
+            output_size_bytes: DriverInfoOut::SIZE as u32,
+            driver_version: uapi::DRIVER_API_VERSION,
+            driver_version_major: VERSION.major,
+            driver_version_minor: VERSION.minor,
+            driver_version_patch: VERSION.patch,
+            reserved0: 0,
+        };
+        write_sized_output(arg.wrapping_add(4), output_size_bytes, &answer.encode())
+    }
+
+    /// The C driver's lock command. Contention and releasing a lock not held
+    /// are answers (`value`), not errors; its reserved bytes are not checked
+    /// because binaries built against its first layout left them unset.
+    fn lock_ctl(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; LockCtlIn::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        let request = LockCtlIn::decode(&bytes);
+        let index = lock_index(request.index.into())?;
+        let arbiter = &self.card.arbiter;
+        let value = match request.flags {
+            uapi::LOCK_CTL_ACQUIRE => {
+                match arbiter.acquire(self.owner, bit(index), Requester::current(), Wait::Try, Reentry::Wait) {
+                    Ok(_) => 1,
+                    Err(AcquireError::Busy { .. }) => 0,
+                    Err(e) => return Err(e.errno().0),
+                }
+            }
+            uapi::LOCK_CTL_RELEASE => match arbiter.release(self.owner, bit(index)) {
+                Ok(()) => 1,
+                Err(e) if e == EPERM => 0,
+                Err(e) => return Err(e),
+            },
+            uapi::LOCK_CTL_TEST => {
+                let (mine, held) = arbiter.test(self.owner, index)?;
+                u8::from(mine) | u8::from(held) << 1
+            }
+            uapi::LOCK_CTL_ACQUIRE_BLOCKING => {
+                match arbiter.acquire(self.owner, bit(index), Requester::current(), Wait::Forever, Reentry::Wait) {
+                    Ok(_) => 1,
+                    // As the C driver: restarted under SA_RESTART, EINTR
+                    // otherwise.
+                    Err(AcquireError::Interrupted) => return Err(ERESTARTSYS),
+                    Err(e) => return Err(e.errno().0),
+                }
+            }
+            _ => return Err(EINVAL),
+        };
+        let answer = LockCtlOut {
+            value,
+            reserved: [0; 3],
+        };
+        write_sized_output(
+            arg.wrapping_add(LockCtlIn::SIZE),
+            request.output_size_bytes,
+            &answer.encode(),
+        )
+    }
+
+    fn acquire(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; LockAcquire::SIZE];
+        read_extensible(arg, &mut bytes)?;
+        let mut request = LockAcquire::decode(&bytes);
+        if request.reserved0 != 0 {
+            return Err(EINVAL);
+        }
+        let index = lock_index(request.index)?;
+        let wait = wait_from_flags(request.flags, request.deadline_ns)?;
+        let result = self.card.arbiter.acquire(
+            self.owner,
+            bit(index),
+            Requester::current(),
+            wait,
+            Reentry::Refuse,
+        );
+        request.out_flags = 0;
+        request.holder_pid = 0;
+        request.waited_ns = 0;
+        let outcome = match result {
+            Ok(Acquired {
+                owner_died,
+                waited_ns,
+            }) => {
+                if owner_died != 0 {
+                    request.out_flags |= uapi::LOCK_OWNER_DIED;
+                }
+                request.waited_ns = waited_ns;
+                Ok(())
+            }
+            Err(e) => {
+                let (errno, holder_pid) = e.errno();
+                match holder_pid {
+                    Some(pid) => request.holder_pid = pid,
+                    None => return Err(errno),
+                }
+                Err(errno)
+            }
+        };
+        write_back(arg, &request.encode())?;
+        outcome
+    }
+
+    fn acquire_set(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; LockAcquireSet::SIZE];
+        read_extensible(arg, &mut bytes)?;
+        let mut request = LockAcquireSet::decode(&bytes);
+        if request.reserved0 != 0 || request.mask == 0 {
+            return Err(EINVAL);
+        }
+        let wait = wait_from_flags(request.flags, request.deadline_ns)?;
+        let result = self.card.arbiter.acquire(
+            self.owner,
+            request.mask,
+            Requester::current(),
+            wait,
+            Reentry::Refuse,
+        );
+        request.owner_died_mask = 0;
+        request.waited_ns = 0;
+        request.holder_pid = 0;
+        let outcome = match result {
+            Ok(acquired) => {
+                request.owner_died_mask = acquired.owner_died;
+                request.waited_ns = acquired.waited_ns;
+                Ok(())
+            }
+            Err(e) => {
+                let (errno, holder_pid) = e.errno();
+                match holder_pid {
+                    Some(pid) => request.holder_pid = pid,
+                    None => return Err(errno),
+                }
+                Err(errno)
+            }
+        };
+        write_back(arg, &request.encode())?;
+        outcome
+    }
+
+    fn release(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; LockRelease::SIZE];
+        read_extensible(arg, &mut bytes)?;
+        let request = LockRelease::decode(&bytes);
+        if request.flags != 0 || request.mask == 0 {
+            return Err(EINVAL);
+        }
+        let mask: LockMask = request.mask;
+        self.card.arbiter.release(self.owner, mask)
+    }
+
+    fn query(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; LockQuery::SIZE];
+        read_extensible(arg, &mut bytes)?;
+        let mut request = LockQuery::decode(&bytes);
+        if request.flags != 0 {
+            return Err(EINVAL);
+        }
+        let index = lock_index(request.index)?;
+        let info = self.card.arbiter.query(Some(self.owner), index)?;
+        let mut out_flags = 0;
+        if info.holder.is_some() {
+            out_flags |= uapi::LOCK_QUERY_HELD;
+        }
+        if info.held_by_caller {
+            out_flags |= uapi::LOCK_QUERY_HELD_BY_CALLER;
+        }
+        if info.owner_died {
+            out_flags |= uapi::LOCK_QUERY_OWNER_DIED;
+        }
+        let (holder_pid, holder_comm) = info.holder.unwrap_or((0, [0; 16]));
+        request.out_flags = out_flags;
+        request.holder_pid = holder_pid;
+        request.holder_comm = holder_comm;
+        request.waiters = info.waiters;
+        request.held_ns = info.held_ns;
+        request.acquisitions = info.stats.acquisitions;
+        request.contended = info.stats.contended;
+        request.owner_died_count = info.stats.owner_died;
+        request.spurious_wakeups = info.stats.spurious_wakeups;
+        write_back(arg, &request.encode())
+    }
+}

@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The userspace ABI: command numbers, flags and structures of
+//! `include/uapi/linux/tenstorrent.h`, which is the source of truth.
+//!
+//! Structures are decoded from and encoded to byte buffers field by field, in
+//! declaration order with no padding, which is their C layout: the header
+//! declares them without implicit padding, and the host tests compare every
+//! size and offset with the compiled header.
+
+use kernel::ioctl::_IO;
+
+/// The ioctl type byte of every command.
+pub(crate) const IOCTL_MAGIC: u32 = 0xFA;
+
+pub(crate) const GET_DEVICE_INFO: u32 = _IO(IOCTL_MAGIC, 0);
+pub(crate) const GET_DRIVER_INFO: u32 = _IO(IOCTL_MAGIC, 5);
+pub(crate) const LOCK_CTL: u32 = _IO(IOCTL_MAGIC, 8);
+
+pub(crate) const LOCK_ACQUIRE_NR: u32 = 0x40;
+pub(crate) const LOCK_ACQUIRE_SET_NR: u32 = 0x41;
+pub(crate) const LOCK_RELEASE_NR: u32 = 0x42;
+pub(crate) const LOCK_QUERY_NR: u32 = 0x43;
+
+
+/// `driver_version` of GET_DRIVER_INFO: the C driver's API version.
+pub(crate) const DRIVER_API_VERSION: u32 = 2;
+
+pub(crate) const LOCK_CTL_ACQUIRE: u32 = 0;
+pub(crate) const LOCK_CTL_RELEASE: u32 = 1;
+pub(crate) const LOCK_CTL_TEST: u32 = 2;
+pub(crate) const LOCK_CTL_ACQUIRE_BLOCKING: u32 = 3;
+
+pub(crate) const LOCK_NONBLOCK: u32 = 1 << 0;
+pub(crate) const LOCK_DEADLINE: u32 = 1 << 1;
+pub(crate) const LOCK_OWNER_DIED: u32 = 1 << 0;
+
+pub(crate) const LOCK_QUERY_HELD: u32 = 1 << 0;
+pub(crate) const LOCK_QUERY_HELD_BY_CALLER: u32 = 1 << 1;
+pub(crate) const LOCK_QUERY_OWNER_DIED: u32 = 1 << 2;
+
+/// A fixed-size field of an ABI structure, in native byte order.
+pub(crate) trait Field: Sized {
+    const SIZE: usize;
+    fn get(bytes: &[u8]) -> Self;
+    fn put(&self, bytes: &mut [u8]);
+}
+
+macro_rules! int_field {
+    ($($ty:ty),*) => {$(
+        impl Field for $ty {
+            const SIZE: usize = core::mem::size_of::<$ty>();
+            fn get(bytes: &[u8]) -> Self {
+                let mut raw = [0u8; core::mem::size_of::<$ty>()];
+                raw.copy_from_slice(&bytes[..Self::SIZE]);
+                <$ty>::from_ne_bytes(raw)
+            }
+            fn put(&self, bytes: &mut [u8]) {
+                bytes[..Self::SIZE].copy_from_slice(&self.to_ne_bytes());
+            }
+        }
+    )*};
+}
+int_field!(u8, u16, u32, u64);
+
+impl<const N: usize> Field for [u8; N] {
+    const SIZE: usize = N;
+    fn get(bytes: &[u8]) -> Self {
+        let mut raw = [0u8; N];
+        raw.copy_from_slice(&bytes[..N]);
+        raw
+    }
+    fn put(&self, bytes: &mut [u8]) {
+        bytes[..N].copy_from_slice(self);
+    }
+}
+
+/// Declares an ABI structure with `SIZE`, `decode` and `encode`.
+macro_rules! abi_struct {
+    ($(#[$meta:meta])* $name:ident { $($field:ident: $ty:ty),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+        pub(crate) struct $name {
+            $(pub(crate) $field: $ty,)*
+        }
+
+        // Some structures only travel one way, so not all use both halves.
+        #[allow(dead_code)]
+        impl $name {
+            /// The size of the C structure.
+            pub(crate) const SIZE: usize = 0 $(+ <$ty as Field>::SIZE)*;
+
+            /// Decodes the structure from the first `SIZE` bytes of `bytes`.
+            #[allow(unused_assignments)]
+            pub(crate) fn decode(bytes: &[u8; Self::SIZE]) -> Self {
+                let mut at = 0;
+                $(
+                    let $field = <$ty as Field>::get(&bytes[at..]);
+                    at += <$ty as Field>::SIZE;
+                )*
+                Self { $($field,)* }
+            }
+
+            /// Encodes the structure in its C layout.
+            #[allow(unused_assignments)]
+            pub(crate) fn encode(&self) -> [u8; Self::SIZE] {
+                let mut bytes = [0u8; Self::SIZE];
+                let mut at = 0;
+                $(
+                    self.$field.put(&mut bytes[at..]);
+                    at += <$ty as Field>::SIZE;
+                )*
+                bytes
+            }
+        }
+    };
+}
+
+abi_struct!(
+    /// `struct tenstorrent_get_device_info_out`.
+    DeviceInfoOut {
+        output_size_bytes: u32,
+        vendor_id: u16,
+        device_id: u16,
+        subsystem_vendor_id: u16,
+        subsystem_id: u16,
+        bus_dev_fn: u16,
+        max_dma_buf_size_log2: u16,
+        pci_domain: u16,
+        reserved: u16,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_get_driver_info_out`.
+    DriverInfoOut {
+        output_size_bytes: u32,
+        driver_version: u32,
+        driver_version_major: u8,
+        driver_version_minor: u8,
+        driver_version_patch: u8,
+        reserved0: u8,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_lock_ctl_in`.
+    LockCtlIn {
+        output_size_bytes: u32,
+        flags: u32,
+        index: u8,
+        reserved: [u8; 3],
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_lock_ctl_out`.
+    LockCtlOut {
+        value: u8,
+        reserved: [u8; 3],
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_lock_acquire`.
+    LockAcquire {
+        argsz: u32,
+        flags: u32,
+        index: u32,
+        reserved0: u32,
+        deadline_ns: u64,
+        out_flags: u32,
+        holder_pid: u32,
+        waited_ns: u64,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_lock_acquire_set`.
+    LockAcquireSet {
+        argsz: u32,
+        flags: u32,
+        mask: u64,
+        deadline_ns: u64,
+        owner_died_mask: u64,
+        waited_ns: u64,
+        holder_pid: u32,
+        reserved0: u32,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_lock_release`.
+    LockRelease {
+        argsz: u32,
+        flags: u32,
+        mask: u64,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_lock_query`.
+    LockQuery {
+        argsz: u32,
+        flags: u32,
+        index: u32,
+        out_flags: u32,
+        holder_pid: u32,
+        waiters: u32,
+        held_ns: u64,
+        holder_comm: [u8; 16],
+        acquisitions: u64,
+        contended: u64,
+        owner_died_count: u64,
+        spurious_wakeups: u64,
+    }
+);
+
+// The sizes of the C header; the host tests check the header against the
+// userspace crate, these keep the kernel's side in step with both.
+const _: () = assert!(DeviceInfoOut::SIZE == 20);
+const _: () = assert!(DriverInfoOut::SIZE == 12);
+const _: () = assert!(LockCtlIn::SIZE == 12);
+const _: () = assert!(LockCtlOut::SIZE == 4);
+const _: () = assert!(LockAcquire::SIZE == 40);
+const _: () = assert!(LockAcquireSet::SIZE == 48);
+const _: () = assert!(LockRelease::SIZE == 16);
+const _: () = assert!(LockQuery::SIZE == 80);

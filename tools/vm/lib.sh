@@ -1,0 +1,54 @@
+# shellcheck shell=bash
+# Shared settings of the tt-arbiter VM harness. Sourced, not run.
+#
+# Everything heavy (the Debian 13 build root, the kernel source, the test
+# kernels) lives in $TT_CACHE, outside the clone, under directories whose
+# names are hashes of what produced them. Changing a package list or a
+# config fragment changes the key, so it is rebuilt; nothing else is.
+
+set -euo pipefail
+
+TT_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TT_CACHE=${TT_CACHE:-/var/cache/tt-arbiter}
+TT_SUITE=trixie
+TT_KERNEL_SERIES=7.3
+TT_LLVM=-19
+
+# Packages of the build root. Part of the build root's cache key.
+TT_BUILDROOT_PACKAGES="clang-19 lld-19 llvm-19 rustc rust-src bindgen \
+rust-clippy rustfmt gcc gcc-multilib libc6-dev-i386 g++ make flex bison bc \
+libelf-dev libssl-dev cpio kmod python3 xz-utils ca-certificates \
+busybox-static qemu-system-x86"
+
+tt_log() { printf '[tt] %s\n' "$*" >&2; }
+tt_die() { printf '[tt] error: %s\n' "$*" >&2; exit 1; }
+
+tt_hash() { sha256sum | cut -c1-16; }
+
+tt_buildroot_key() {
+	printf '%s\n%s\n' "$TT_SUITE" "$TT_BUILDROOT_PACKAGES" | tt_hash
+}
+
+TT_ROOT="$TT_CACHE/buildroot-$(tt_buildroot_key)"
+
+# Runs a command inside the build root, with the clone and the cache
+# bind-mounted at the same paths as outside.
+tt_chroot() {
+	tt_mounts
+	chroot "$TT_ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" "$@"
+}
+
+tt_mounts() {
+	local m
+	mountpoint -q "$TT_ROOT/proc" || mount -t proc proc "$TT_ROOT/proc"
+	mountpoint -q "$TT_ROOT/dev" || mount --bind /dev "$TT_ROOT/dev"
+	for m in "$TT_TOP" "$TT_CACHE"; do
+		mkdir -p "$TT_ROOT$m"
+		mountpoint -q "$TT_ROOT$m" || mount --bind "$m" "$TT_ROOT$m"
+	done
+}
+
+tt_require_root() {
+	[ "$(id -u)" = 0 ] || tt_die "the harness needs root (debootstrap, chroot, mounts); run it as root"
+}
