@@ -41,7 +41,7 @@ use kernel::{
     types::{
         ForeignOwnable,
         Opaque, //
-    },
+    }, //
 };
 
 /// The file operations of the devices of a [`CharDevice`].
@@ -141,7 +141,9 @@ impl Drop for CharDeviceRegion {
 fn device_ptr(dev: &device::Device) -> *mut bindings::device {
     // `device::Device` is `#[repr(transparent)]` over `Opaque<bindings::device>`,
     // which has the layout of `bindings::device`.
-    core::ptr::from_ref(dev).cast::<bindings::device>().cast_mut()
+    core::ptr::from_ref(dev)
+        .cast::<bindings::device>()
+        .cast_mut()
 }
 
 /// The memory shared by a `struct device` and its `struct cdev`.
@@ -292,7 +294,10 @@ impl<T: FileOperations> CharDevice<T> {
     ///
     /// Called by the VFS for a file of this type whose last reference is
     /// gone; `open` has set its private data.
-    unsafe extern "C" fn release_file(_inode: *mut bindings::inode, file: *mut bindings::file) -> c_int {
+    unsafe extern "C" fn release_file(
+        _inode: *mut bindings::inode,
+        file: *mut bindings::file,
+    ) -> c_int {
         // SAFETY: The release callback owns the private data, which `open`
         // made with `into_foreign`; nothing else uses it any more.
         let ptr = unsafe { T::Ptr::from_foreign((*file).private_data.cast()) };

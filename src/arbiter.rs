@@ -28,7 +28,7 @@ use crate::rust_ext::{
         self as task_ext,
         TASK_COMM_LEN, //
     },
-    time::monotonic_ns,
+    time::monotonic_ns, //
 };
 use kernel::{
     new_condvar,
@@ -43,7 +43,7 @@ use kernel::{
         Mutex, //
     },
     task::Task,
-    time::msecs_to_jiffies,
+    time::msecs_to_jiffies, //
 };
 
 /// Number of locks per card.
@@ -424,10 +424,7 @@ impl Arbiter {
                 .holder
                 .as_ref()
                 .map(|h| (h.who.pid_for_caller(), h.who.comm)),
-            held_by_caller: slot
-                .holder
-                .as_ref()
-                .is_some_and(|h| Some(h.owner) == owner),
+            held_by_caller: slot.holder.as_ref().is_some_and(|h| Some(h.owner) == owner),
             held_ns: slot
                 .holder
                 .as_ref()
@@ -452,7 +449,12 @@ impl Arbiter {
 impl State {
     fn held_by(&self, owner: OwnerId) -> LockMask {
         indices(self.held)
-            .filter(|&i| self.slots[i].holder.as_ref().is_some_and(|h| h.owner == owner))
+            .filter(|&i| {
+                self.slots[i]
+                    .holder
+                    .as_ref()
+                    .is_some_and(|h| h.owner == owner)
+            })
             .fold(0, |mask, i| mask | bit(i))
     }
 
@@ -616,4 +618,4 @@ impl State {
 
 #[cfg(CONFIG_KUNIT)]
 #[path = "../tests/kunit/arbiter_tests.rs"]
-mod tests;
+mod kunit;

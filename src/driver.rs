@@ -11,7 +11,7 @@ use crate::{
     rust_ext::{
         chrdev::CharDevice,
         pci::vendor, //
-    },
+    }, //
 };
 use kernel::{
     device::Core,
@@ -100,7 +100,13 @@ impl pci::Driver for TenstorrentDriver {
         let ordinal = Ordinal::take()?;
         let card = Arc::pin_init(Card::new(ordinal.number(), identity), GFP_KERNEL)?;
         let name = CString::try_from_fmt(fmt!("tenstorrent/{}", ordinal.number()))?;
-        let node = CharDevice::new(ordinal.region(), ordinal.number(), pdev.as_ref(), &name, card)?;
+        let node = CharDevice::new(
+            ordinal.region(),
+            ordinal.number(),
+            pdev.as_ref(),
+            &name,
+            card,
+        )?;
         dev_info!(
             pdev,
             "{:04x}:{:04x} bound as /dev/tenstorrent/{}\n",

@@ -31,7 +31,7 @@ use crate::{
         LockQuery,
         LockRelease, //
     },
-    VERSION,
+    VERSION, //
 };
 use kernel::{
     fs::File,
@@ -43,13 +43,13 @@ use kernel::{
     },
     prelude::*,
     sync::Arc,
-    uapi::{
-        _IOC_READ,
-        _IOC_WRITE, //
-    },
     uaccess::{
         UserPtr,
         UserSlice, //
+    }, //
+    uapi::{
+        _IOC_READ,
+        _IOC_WRITE, //
     },
 };
 
@@ -277,7 +277,13 @@ impl OpenFile {
         let arbiter = &self.card.arbiter;
         let value = match request.flags {
             uapi::LOCK_CTL_ACQUIRE => {
-                match arbiter.acquire(self.owner, bit(index), Requester::current(), Wait::Try, Reentry::Wait) {
+                match arbiter.acquire(
+                    self.owner,
+                    bit(index),
+                    Requester::current(),
+                    Wait::Try,
+                    Reentry::Wait,
+                ) {
                     Ok(_) => 1,
                     Err(AcquireError::Busy { .. }) => 0,
                     Err(e) => return Err(e.errno().0),
@@ -293,7 +299,13 @@ impl OpenFile {
                 u8::from(mine) | u8::from(held) << 1
             }
             uapi::LOCK_CTL_ACQUIRE_BLOCKING => {
-                match arbiter.acquire(self.owner, bit(index), Requester::current(), Wait::Forever, Reentry::Wait) {
+                match arbiter.acquire(
+                    self.owner,
+                    bit(index),
+                    Requester::current(),
+                    Wait::Forever,
+                    Reentry::Wait,
+                ) {
                     Ok(_) => 1,
                     // As the C driver: restarted under SA_RESTART, EINTR
                     // otherwise.

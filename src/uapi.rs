@@ -22,7 +22,6 @@ pub(crate) const LOCK_ACQUIRE_SET_NR: u32 = 0x41;
 pub(crate) const LOCK_RELEASE_NR: u32 = 0x42;
 pub(crate) const LOCK_QUERY_NR: u32 = 0x43;
 
-
 /// `driver_version` of GET_DRIVER_INFO: the C driver's API version.
 pub(crate) const DRIVER_API_VERSION: u32 = 2;
 

@@ -75,7 +75,10 @@ mod tests {
         assert_eq!(take(&a, x, bit(0)), Err(AcquireError::Deadlock));
         let again = a.acquire(x, bit(0), Requester::current(), Wait::Try, Reentry::Wait);
         assert!(matches!(again, Err(AcquireError::Busy { .. })));
-        assert!(matches!(take(&a, y, bit(0)), Err(AcquireError::Busy { .. })));
+        assert!(matches!(
+            take(&a, y, bit(0)),
+            Err(AcquireError::Busy { .. })
+        ));
         assert_eq!(a.test(y, 0)?, (false, true));
         Ok(())
     }
@@ -199,7 +202,7 @@ mod tests {
         // Handed to the waiter, who is told the holder died.
         assert_eq!(grant_of(&a, &w), Some(bit(1)));
         assert!(holder_is(&a, 1, y));
-        assert!(!a.query(None, 0)?.holder.is_some());
+        assert!(a.query(None, 0)?.holder.is_none());
         let info = a.query(None, 0)?;
         assert!(info.owner_died);
         assert_eq!(info.stats.owner_died, 1);
