@@ -21,6 +21,7 @@ use core::{
     marker::PhantomData,
     ptr::NonNull, //
 };
+use super::sysfs::AttributeGroups;
 use kernel::{
     bindings,
     device,
@@ -157,6 +158,20 @@ struct RawCharDevice<T> {
     data: Arc<T>,
 }
 
+/// The data of the class device `dev` of a [`CharDevice<T>`].
+///
+/// # Safety
+///
+/// `dev` must be the class device of a live `CharDevice<T>` (between its
+/// creation and the last drop of its device reference), and the returned
+/// reference must not outlive that.
+pub(super) unsafe fn device_data<'a, T: FileOperations>(dev: *mut bindings::device) -> &'a Arc<T> {
+    let dev = dev.cast::<Opaque<bindings::device>>();
+    // SAFETY: By the safety requirements `dev` is the `dev` field of a live
+    // `RawCharDevice<T>`.
+    unsafe { &(*kernel::container_of!(dev, RawCharDevice<T>, dev)).data }
+}
+
 /// A character device node in a [`CharDeviceRegion`], with a parent device.
 ///
 /// # Invariants
@@ -177,15 +192,17 @@ unsafe impl<T: FileOperations> Sync for CharDevice<T> {}
 
 impl<T: FileOperations> CharDevice<T> {
     /// Creates the node `/dev/{name}` with number `minor` of `region`, child
-    /// of `parent`, and hands `data` to every open of it.
+    /// of `parent`, with the sysfs attribute `groups`, and hands `data` to
+    /// every open of it.
     ///
     /// A `/` in `name` makes a directory under `/dev` and shows as `!` in
     /// sysfs, as for every class device.
-    pub(crate) fn new(
+    pub(crate) fn new<const G: usize>(
         region: &CharDeviceRegion,
         minor: u32,
         parent: &device::Device,
         name: &CStr,
+        groups: &'static AttributeGroups<G>,
         data: Arc<T>,
     ) -> Result<Self> {
         if minor >= region.count {
@@ -215,6 +232,7 @@ impl<T: FileOperations> CharDevice<T> {
             (*dev).class = region.class.as_ptr();
             (*dev).parent = device_ptr(parent);
             (*dev).release = Some(Self::release_device);
+            (*dev).groups = groups.as_raw().cast_mut();
         }
         // SAFETY: `dev` is initialised, and the format consumes exactly one
         // NUL-terminated string argument.
@@ -255,6 +273,8 @@ impl<T: FileOperations> CharDevice<T> {
     ///
     /// `dev` must be the `dev` field of a `RawCharDevice<T>` made by
     /// [`CharDevice::new`], whose last reference has just been dropped.
+    ///
+    /// [`CharDevice::new`]: CharDevice::new
     unsafe extern "C" fn release_device(dev: *mut bindings::device) {
         let dev = dev.cast::<Opaque<bindings::device>>();
         // SAFETY: By the safety requirements `dev` is the `dev` field of a

@@ -8,5 +8,6 @@
 
 pub(crate) mod chrdev;
 pub(crate) mod pci;
+pub(crate) mod sysfs;
 pub(crate) mod task;
 pub(crate) mod time;

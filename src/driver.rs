@@ -8,6 +8,7 @@ use crate::{
         PciIdentity, //
     },
     registry::Ordinal,
+    sysfs::CARD_GROUPS,
     rust_ext::{
         chrdev::CharDevice,
         pci::vendor, //
@@ -105,6 +106,7 @@ impl pci::Driver for TenstorrentDriver {
             ordinal.number(),
             pdev.as_ref(),
             &name,
+            &CARD_GROUPS,
             card,
         )?;
         dev_info!(

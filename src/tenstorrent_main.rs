@@ -20,6 +20,7 @@ mod file;
 mod registry;
 #[path = "../rust/mod.rs"]
 mod rust_ext;
+mod sysfs;
 mod uapi;
 
 use crate::driver::TenstorrentDriver;

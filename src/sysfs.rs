@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The sysfs view of a card: who holds which lock.
+//!
+//! `/sys/class/tenstorrent/tenstorrent!N/locks/II` (II = 00..63) shows lock
+//! II on one line of `key=value` fields, so that `grep -r . locks/` lists
+//! every lock and a script can split the fields. This is a documented
+//! exception to one value per file (Documentation/ABI/testing/
+//! sysfs-class-tenstorrent): 64 locks times a dozen values would be 800
+//! files, and the values of one lock are only consistent when read together.
+//! A line always fits in a page, however many waiters there are.
+
+use crate::{
+    arbiter::LOCK_COUNT,
+    card::Card,
+    rust_ext::sysfs::{
+        indexed_attribute_group,
+        AttributeGroups,
+        Page,
+        ShowAttribute, //
+    },
+};
+use core::fmt::{
+    self,
+    Write, //
+};
+
+/// The names of the well-known locks, used by UMD; the others are named by
+/// their index.
+const WELL_KNOWN: [&str; 22] = [
+    "ETH00", "ETH01", "ETH02", "ETH03", "ETH04", "ETH05", "ETH06", "ETH07", "ETH08", "ETH09",
+    "ETH10", "ETH11", "ETH12", "ETH13", "ETH14", "ETH15", "ARC_MSG", "REMOTE_ARC_MSG", "NON_MMIO",
+    "MEM_BARRIER", "CHIP_IN_USE", "PCIE_DMA",
+];
+
+/// Writes the name of lock `index`.
+pub(crate) fn write_lock_name(out: &mut impl Write, index: usize) -> fmt::Result {
+    match WELL_KNOWN.get(index) {
+        Some(name) => out.write_str(name),
+        None => write!(out, "{index}"),
+    }
+}
+
+/// Writes a comm so that it stays one whitespace-free field.
+fn write_comm(out: &mut impl Write, comm: &[u8]) -> fmt::Result {
+    for &c in comm.iter().take_while(|&&c| c != 0) {
+        out.write_char(if c.is_ascii_graphic() { c as char } else { '?' })?;
+    }
+    Ok(())
+}
+
+indexed_attribute_group!(
+    LOCKS_GROUP: Card,
+    c"locks",
+    [
+        c"00",
+        c"01",
+        c"02",
+        c"03",
+        c"04",
+        c"05",
+        c"06",
+        c"07",
+        c"08",
+        c"09",
+        c"10",
+        c"11",
+        c"12",
+        c"13",
+        c"14",
+        c"15",
+        c"16",
+        c"17",
+        c"18",
+        c"19",
+        c"20",
+        c"21",
+        c"22",
+        c"23",
+        c"24",
+        c"25",
+        c"26",
+        c"27",
+        c"28",
+        c"29",
+        c"30",
+        c"31",
+        c"32",
+        c"33",
+        c"34",
+        c"35",
+        c"36",
+        c"37",
+        c"38",
+        c"39",
+        c"40",
+        c"41",
+        c"42",
+        c"43",
+        c"44",
+        c"45",
+        c"46",
+        c"47",
+        c"48",
+        c"49",
+        c"50",
+        c"51",
+        c"52",
+        c"53",
+        c"54",
+        c"55",
+        c"56",
+        c"57",
+        c"58",
+        c"59",
+        c"60",
+        c"61",
+        c"62",
+        c"63"
+    ]
+);
+
+/// The attribute groups of a card's class device.
+pub(crate) static CARD_GROUPS: AttributeGroups<1> = AttributeGroups::new([&LOCKS_GROUP]);
+
+impl ShowAttribute for Card {
+    fn show(&self, index: usize, out: &mut Page<'_>) -> fmt::Result {
+        if index >= LOCK_COUNT {
+            return Ok(());
+        }
+        let Ok(info) = self.arbiter.query(None, index) else {
+            return writeln!(out, "gone");
+        };
+        write!(out, "name=")?;
+        write_lock_name(out, index)?;
+        match info.holder {
+            Some((pid, comm)) => {
+                write!(out, " held=1 pid={pid} comm=")?;
+                write_comm(out, &comm)?;
+            }
+            None => write!(out, " held=0 pid=0 comm=")?,
+        }
+        let stats = info.stats;
+        writeln!(
+            out,
+            " held_ns={} waiters={} owner_died_pending={} acquisitions={} contended={} \
+             owner_died={} wait_total_ns={} wait_max_ns={} hold_max_ns={} spurious_wakeups={}",
+            info.held_ns,
+            info.waiters,
+            u8::from(info.owner_died),
+            stats.acquisitions,
+            stats.contended,
+            stats.owner_died,
+            stats.total_wait_ns,
+            stats.max_wait_ns,
+            stats.max_hold_ns,
+            stats.spurious_wakeups,
+        )
+    }
+}
