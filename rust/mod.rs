@@ -8,6 +8,7 @@
 
 pub(crate) mod chrdev;
 pub(crate) mod pci;
+pub(crate) mod procfs;
 pub(crate) mod sysfs;
 pub(crate) mod task;
 pub(crate) mod time;

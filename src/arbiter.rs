@@ -435,6 +435,17 @@ impl Arbiter {
         })
     }
 
+    /// The queued requests in arrival order: the requester's pid in the
+    /// caller's pid namespace (0 if not visible) and the locks it wants.
+    pub(crate) fn queue(&self) -> Result<KVec<(u32, LockMask)>> {
+        let state = self.state.lock();
+        let mut queue = KVec::with_capacity(state.queue.len(), GFP_KERNEL)?;
+        for waiter in state.queue.iter() {
+            queue.push((waiter.who.pid_for_caller(), waiter.mask), GFP_KERNEL)?;
+        }
+        Ok(queue)
+    }
+
     /// The card is going away: every waiter wakes with
     /// [`AcquireError::Gone`] and every later request fails with it.
     pub(crate) fn shut_down(&self) {

@@ -2,8 +2,19 @@
 
 //! A bound card: what the ioctls report about it and its locks.
 
-use crate::arbiter::Arbiter;
-use kernel::prelude::*;
+use crate::arbiter::{
+    Arbiter,
+    OwnerId, //
+};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{
+        aref::ARef,
+        Mutex, //
+    },
+    task::Task, //
+};
 
 /// The PCI identity of a card, as GET_DEVICE_INFO reports it.
 #[derive(Clone, Copy, Debug, Default)]
@@ -28,6 +39,15 @@ pub(crate) struct Card {
     pub(crate) pci: PciIdentity,
     #[pin]
     pub(crate) arbiter: Arbiter,
+    /// The open files and the processes that opened them.
+    #[pin]
+    openers: Mutex<KVec<Opener>>,
+}
+
+struct Opener {
+    owner: OwnerId,
+    /// The thread-group leader of the opener.
+    task: ARef<Task>,
 }
 
 impl Card {
@@ -36,7 +56,38 @@ impl Card {
             ordinal,
             pci,
             arbiter <- Arbiter::new(),
+            openers <- new_mutex!(KVec::new()),
         })
+    }
+
+    /// Records that the calling process opened the file `owner`.
+    pub(crate) fn add_opener(&self, owner: OwnerId) -> Result {
+        let task = kernel::current!().group_leader().into();
+        self.openers.lock().push(Opener { owner, task }, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Forgets the file `owner`, which is being closed.
+    pub(crate) fn remove_opener(&self, owner: OwnerId) {
+        let mut openers = self.openers.lock();
+        if let Some(position) = openers.iter().position(|o| o.owner == owner) {
+            // The opener's task reference goes after the mutex is released.
+            let _gone = openers.remove(position);
+        }
+    }
+
+    /// The pid of the opener of each open file, in the caller's pid
+    /// namespace (0 when not visible there or exited), in opening order.
+    pub(crate) fn opener_pids(&self) -> Result<KVec<u32>> {
+        let current = kernel::current!();
+        let ns = current.active_pid_ns();
+        let openers = self.openers.lock();
+        let mut pids = KVec::with_capacity(openers.len(), GFP_KERNEL)?;
+        for opener in openers.iter() {
+            let pid = u32::try_from(opener.task.tgid_nr_ns(ns)).unwrap_or(0);
+            pids.push(pid, GFP_KERNEL)?;
+        }
+        Ok(pids)
     }
 
     /// Whether the card has been unbound.

@@ -7,6 +7,8 @@ use crate::{
         Card,
         PciIdentity, //
     },
+    debugfs::CardDebugfs,
+    procfs::CardProc,
     registry::Ordinal,
     sysfs::CARD_GROUPS,
     rust_ext::{
@@ -46,6 +48,9 @@ kernel::pci_device_table!(
 /// waiter with `ENODEV`, removes the node, then frees the ordinal; files
 /// still open keep the [`Card`] until they are closed.
 pub(crate) struct BoundCard {
+    // Fields drop in declaration order; the ordinal goes last.
+    _proc: CardProc,
+    _debugfs: CardDebugfs,
     node: CharDevice<Card>,
     ordinal: Ordinal,
 }
@@ -54,7 +59,6 @@ impl Drop for BoundCard {
     fn drop(&mut self) {
         self.node.data().arbiter.shut_down();
         pr_info!("/dev/tenstorrent/{} removed\n", self.ordinal.number());
-        // Fields drop in order: `node`, then `ordinal`.
     }
 }
 
@@ -107,8 +111,10 @@ impl pci::Driver for TenstorrentDriver {
             pdev.as_ref(),
             &name,
             &CARD_GROUPS,
-            card,
+            card.clone(),
         )?;
+        let proc = CardProc::new(ordinal.proc_root(), &card)?;
+        let debugfs = CardDebugfs::new(ordinal.debug_root(), &card)?;
         dev_info!(
             pdev,
             "{:04x}:{:04x} bound as /dev/tenstorrent/{}\n",
@@ -116,6 +122,11 @@ impl pci::Driver for TenstorrentDriver {
             device_id,
             ordinal.number()
         );
-        Ok(BoundCard { node, ordinal })
+        Ok(BoundCard {
+            _proc: proc,
+            _debugfs: debugfs,
+            node,
+            ordinal,
+        })
     }
 }

@@ -70,17 +70,21 @@ impl FileOperations for Card {
         if card.is_gone() {
             return Err(ENODEV);
         }
-        Ok(KBox::new(
+        let owner = card.arbiter.new_owner();
+        let open = KBox::new(
             OpenFile {
                 card: card.clone(),
-                owner: card.arbiter.new_owner(),
+                owner,
             },
             GFP_KERNEL,
-        )?)
+        )?;
+        card.add_opener(owner)?;
+        Ok(open)
     }
 
     fn release(open: KBox<OpenFile>, _file: &File) {
         open.card.arbiter.release_all(open.owner);
+        open.card.remove_opener(open.owner);
     }
 
     fn ioctl(open: &OpenFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {

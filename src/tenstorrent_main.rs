@@ -15,8 +15,10 @@ use kernel::{
 
 mod arbiter;
 mod card;
+mod debugfs;
 mod driver;
 mod file;
+mod procfs;
 mod registry;
 #[path = "../rust/mod.rs"]
 mod rust_ext;
