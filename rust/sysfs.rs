@@ -25,7 +25,10 @@ use kernel::{
     bindings,
     ffi::c_char,
     page::PAGE_SIZE,
-    str::CStr, //
+    str::{
+        as_char_ptr_in_const_context,
+        CStr, //
+    },
 };
 
 /// Device data that can show indexed sysfs attributes.
@@ -73,7 +76,7 @@ impl<T: ShowAttribute> IndexedAttribute<T> {
         // below), no callbacks, no lockdep key (static attributes use their
         // own `skey`).
         let mut attr: bindings::device_attribute = unsafe { core::mem::zeroed() };
-        attr.attr.name = name.as_ptr().cast();
+        attr.attr.name = as_char_ptr_in_const_context(name);
         attr.attr.mode = 0o444;
         attr.__bindgen_anon_1.show = Some(Self::show);
         Self {
@@ -152,7 +155,7 @@ impl AttributeGroup {
         // SAFETY: All-zero is a valid `attribute_group`: no callbacks, no
         // binary attributes.
         let mut group: bindings::attribute_group = unsafe { core::mem::zeroed() };
-        group.name = name.as_ptr().cast();
+        group.name = as_char_ptr_in_const_context(name);
         group.__bindgen_anon_2.attrs = ptr::addr_of!(list.attrs).cast::<*mut bindings::attribute>().cast_mut();
         Self(group)
     }

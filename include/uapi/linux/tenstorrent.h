@@ -8,8 +8,10 @@
  *
  * The commands added by tt-arbiter are encoded with size and direction,
  * _IOWR(0xFA, nr, struct), so they can never equal any _IO(0xFA, n) of the
- * C driver. They are extensible: every struct starts with `argsz` (the
- * caller's sizeof) and `flags`. The kernel reads min(argsz, its own size)
+ * C driver. A size in the command number smaller than the struct's first
+ * version is ENOTTY; a larger one is a later version of the same command.
+ * They are extensible: every struct starts with `argsz` (the caller's
+ * sizeof) and `flags`. The kernel reads min(argsz, its own size)
  * bytes; bytes past its own size must be zero (E2BIG otherwise); an argsz
  * smaller than the first version of the struct, unknown flags or non-zero
  * reserved fields are EINVAL. Output fields are written back, up to
@@ -130,7 +132,10 @@ struct tenstorrent_lock_ctl {
 
 /* ---- Commands of tt-arbiter (extensible) ----------------------------- */
 
-/* Flags of ACQUIRE and ACQUIRE_SET (in). At most one of the two. */
+/*
+ * Flags of ACQUIRE and ACQUIRE_SET (in). At most one of the two. A queued
+ * ACQUIRE_SET counts as a waiter of each of its locks (QUERY `waiters`).
+ */
 #define TENSTORRENT_LOCK_NONBLOCK	(1U << 0)	/* EBUSY instead of waiting */
 #define TENSTORRENT_LOCK_DEADLINE	(1U << 1)	/* ETIMEDOUT at deadline_ns */
 
@@ -145,7 +150,9 @@ struct tenstorrent_lock_ctl {
  *		is queued; holder_pid tells who holds it (written back)
  *   ETIMEDOUT	the deadline passed (never before it); holder_pid written back
  *   EDEADLK	this file already holds the lock
- *   EINTR	a signal handler ran (stop/continue restart transparently)
+ *   EINTR	a signal handler ran, even one installed with SA_RESTART
+ *		(the deadline is absolute: call again to go on waiting);
+ *		stop/continue and ignored signals restart transparently
  *   ENODEV	the card is gone
  *   EINVAL	index >= 64, unknown flags, reserved fields not zero
  */
@@ -203,7 +210,7 @@ struct tenstorrent_lock_query {
 	__u32 waiters;		/* out: number of queued waiters */
 	__u64 held_ns;		/* out: how long it has been held */
 	char holder_comm[16];	/* out: holder's comm at acquisition, NUL-terminated */
-	__u64 acquisitions;	/* out: grants since the card was bound */
+	__u64 acquisitions;	/* out: grants since the card was bound (any command) */
 	__u64 contended;	/* out: grants that had to wait */
 	__u64 owner_died_count;	/* out: releases because the holder's file closed */
 	/*

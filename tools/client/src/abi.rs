@@ -1,0 +1,627 @@
+//! The raw ABI of `include/uapi/linux/tenstorrent.h`, mirrored in Rust.
+//!
+//! Struct and constant names follow the C header without its
+//! `tenstorrent_`/`TENSTORRENT_` prefix; field names are the C ones, except
+//! the `in`/`out` members of the three commands shared with the C driver,
+//! named `input`/`output` here (`in` is a Rust keyword). The tests check
+//! every size, offset, command number and flag against the header itself,
+//! compiled by a C compiler.
+//!
+//! ```
+//! use tt_arbiter::abi;
+//! assert_eq!(abi::IOCTL_GET_DRIVER_INFO, abi::io(abi::IOCTL_MAGIC, 5));
+//! assert_eq!(abi::lock_name(16), Some("ARC_MSG"));
+//! assert_eq!(abi::lock_index("ETH03"), Some(3));
+//! ```
+
+use std::mem::{offset_of, size_of};
+
+// ---- ioctl number encoding (asm-generic/ioctl.h, as on x86) -------------
+
+const IOC_NRBITS: u32 = 8;
+const IOC_TYPEBITS: u32 = 8;
+const IOC_SIZEBITS: u32 = 14;
+const IOC_NRSHIFT: u32 = 0;
+const IOC_TYPESHIFT: u32 = IOC_NRSHIFT + IOC_NRBITS;
+const IOC_SIZESHIFT: u32 = IOC_TYPESHIFT + IOC_TYPEBITS;
+const IOC_DIRSHIFT: u32 = IOC_SIZESHIFT + IOC_SIZEBITS;
+
+/// `_IOC_NONE`.
+pub const IOC_NONE: u32 = 0;
+/// `_IOC_WRITE`: userspace writes, the kernel reads.
+pub const IOC_WRITE: u32 = 1;
+/// `_IOC_READ`: the kernel writes.
+pub const IOC_READ: u32 = 2;
+
+/// `_IOC(dir, type, nr, size)`.
+pub const fn ioc(dir: u32, ty: u32, nr: u32, size: usize) -> u32 {
+    assert!(size < (1 << IOC_SIZEBITS), "ioctl argument too large");
+    (dir << IOC_DIRSHIFT)
+        | (ty << IOC_TYPESHIFT)
+        | (nr << IOC_NRSHIFT)
+        | ((size as u32) << IOC_SIZESHIFT)
+}
+
+/// `_IO(type, nr)`: no direction, no size (the C driver's style).
+pub const fn io(ty: u32, nr: u32) -> u32 {
+    ioc(IOC_NONE, ty, nr, 0)
+}
+
+/// `_IOR(type, nr, size)`.
+pub const fn ior(ty: u32, nr: u32, size: usize) -> u32 {
+    ioc(IOC_READ, ty, nr, size)
+}
+
+/// `_IOW(type, nr, size)`.
+pub const fn iow(ty: u32, nr: u32, size: usize) -> u32 {
+    ioc(IOC_WRITE, ty, nr, size)
+}
+
+/// `_IOWR(type, nr, size)`.
+pub const fn iowr(ty: u32, nr: u32, size: usize) -> u32 {
+    ioc(IOC_READ | IOC_WRITE, ty, nr, size)
+}
+
+// ---- structs --------------------------------------------------------------
+
+/// A struct of the header: its C name and its fields as
+/// `(C name, offset, size)`, in declaration order.
+pub trait AbiStruct: Copy + Default {
+    /// Name of the C struct without `struct `.
+    const C_NAME: &'static str;
+    /// `(C field name, offset, size)` of every field.
+    const FIELDS: &'static [(&'static str, usize, usize)];
+}
+
+macro_rules! field_name {
+    ($f:ident) => {
+        stringify!($f)
+    };
+    ($f:ident, $c:literal) => {
+        $c
+    };
+}
+
+macro_rules! abi_struct {
+    ($(
+        $(#[$m:meta])*
+        $cname:literal => pub struct $name:ident {
+            $( $(#[$fm:meta])* pub $f:ident : $t:ty $(as $cf:literal)? ),* $(,)?
+        }
+    )*) => {$(
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name {
+            $( $(#[$fm])* pub $f: $t, )*
+        }
+        impl AbiStruct for $name {
+            const C_NAME: &'static str = $cname;
+            const FIELDS: &'static [(&'static str, usize, usize)] = &[
+                $( (field_name!($f $(, $cf)?), offset_of!($name, $f), size_of::<$t>()), )*
+            ];
+        }
+    )*};
+}
+
+abi_struct! {
+    /// `in` of GET_DEVICE_INFO.
+    "tenstorrent_get_device_info_in" => pub struct GetDeviceInfoIn {
+        /// How many bytes of `out` the kernel writes (zeroes, then fills).
+        pub output_size_bytes: u32,
+    }
+
+    /// `out` of GET_DEVICE_INFO.
+    "tenstorrent_get_device_info_out" => pub struct GetDeviceInfoOut {
+        /// `sizeof(struct tenstorrent_get_device_info_out)`.
+        pub output_size_bytes: u32,
+        /// PCI vendor id.
+        pub vendor_id: u16,
+        /// PCI device id.
+        pub device_id: u16,
+        /// PCI subsystem vendor id.
+        pub subsystem_vendor_id: u16,
+        /// PCI subsystem id.
+        pub subsystem_id: u16,
+        /// Function in bits 0-2, device in 3-7, bus in 8-15.
+        pub bus_dev_fn: u16,
+        /// 0: no DMA buffers yet.
+        pub max_dma_buf_size_log2: u16,
+        /// PCI domain (segment).
+        pub pci_domain: u16,
+        /// Reserved.
+        pub reserved: u16,
+    }
+
+    /// GET_DEVICE_INFO argument.
+    "tenstorrent_get_device_info" => pub struct GetDeviceInfo {
+        /// `in`.
+        pub input: GetDeviceInfoIn as "in",
+        /// `out`.
+        pub output: GetDeviceInfoOut as "out",
+    }
+
+    /// `in` of GET_DRIVER_INFO.
+    "tenstorrent_get_driver_info_in" => pub struct GetDriverInfoIn {
+        /// How many bytes of `out` the kernel writes (zeroes, then fills).
+        pub output_size_bytes: u32,
+    }
+
+    /// `out` of GET_DRIVER_INFO.
+    "tenstorrent_get_driver_info_out" => pub struct GetDriverInfoOut {
+        /// `sizeof(struct tenstorrent_get_driver_info_out)`.
+        pub output_size_bytes: u32,
+        /// [`DRIVER_API_VERSION`].
+        pub driver_version: u32,
+        /// Equal to `/sys/module/tenstorrent/version`'s major.
+        pub driver_version_major: u8,
+        /// Minor.
+        pub driver_version_minor: u8,
+        /// Patch.
+        pub driver_version_patch: u8,
+        /// Reserved.
+        pub reserved0: u8,
+    }
+
+    /// GET_DRIVER_INFO argument.
+    "tenstorrent_get_driver_info" => pub struct GetDriverInfo {
+        /// `in`.
+        pub input: GetDriverInfoIn as "in",
+        /// `out`.
+        pub output: GetDriverInfoOut as "out",
+    }
+
+    /// `in` of LOCK_CTL.
+    "tenstorrent_lock_ctl_in" => pub struct LockCtlIn {
+        /// How many bytes of `out` the kernel writes (zeroes, then fills).
+        pub output_size_bytes: u32,
+        /// One of `LOCK_CTL_*`.
+        pub flags: u32,
+        /// Lock index, < [`LOCK_COUNT`].
+        pub index: u8,
+        /// Not checked by the kernel.
+        pub reserved: [u8; 3],
+    }
+
+    /// `out` of LOCK_CTL.
+    "tenstorrent_lock_ctl_out" => pub struct LockCtlOut {
+        /// The answer, see the header.
+        pub value: u8,
+        /// Reserved.
+        pub reserved: [u8; 3],
+    }
+
+    /// LOCK_CTL argument.
+    "tenstorrent_lock_ctl" => pub struct LockCtl {
+        /// `in`.
+        pub input: LockCtlIn as "in",
+        /// `out`.
+        pub output: LockCtlOut as "out",
+    }
+
+    /// ACQUIRE argument.
+    "tenstorrent_lock_acquire" => pub struct LockAcquire {
+        /// In: `size_of::<LockAcquire>()`.
+        pub argsz: u32,
+        /// In: [`LOCK_NONBLOCK`] or [`LOCK_DEADLINE`].
+        pub flags: u32,
+        /// In: lock index.
+        pub index: u32,
+        /// In: 0.
+        pub reserved0: u32,
+        /// In: absolute CLOCK_MONOTONIC nanoseconds, with [`LOCK_DEADLINE`].
+        pub deadline_ns: u64,
+        /// Out: [`LOCK_OWNER_DIED`].
+        pub out_flags: u32,
+        /// Out, on EBUSY/ETIMEDOUT: the holder's pid (0 if none or not visible).
+        pub holder_pid: u32,
+        /// Out: time spent waiting.
+        pub waited_ns: u64,
+    }
+
+    /// ACQUIRE_SET argument.
+    "tenstorrent_lock_acquire_set" => pub struct LockAcquireSet {
+        /// In: `size_of::<LockAcquireSet>()`.
+        pub argsz: u32,
+        /// In: [`LOCK_NONBLOCK`] or [`LOCK_DEADLINE`].
+        pub flags: u32,
+        /// In: bit i = lock i.
+        pub mask: u64,
+        /// In: absolute CLOCK_MONOTONIC nanoseconds, with [`LOCK_DEADLINE`].
+        pub deadline_ns: u64,
+        /// Out: locks whose previous holder died.
+        pub owner_died_mask: u64,
+        /// Out: time spent waiting.
+        pub waited_ns: u64,
+        /// Out, on EBUSY/ETIMEDOUT: holder of the lowest busy lock.
+        pub holder_pid: u32,
+        /// In: 0.
+        pub reserved0: u32,
+    }
+
+    /// RELEASE argument.
+    "tenstorrent_lock_release" => pub struct LockRelease {
+        /// In: `size_of::<LockRelease>()`.
+        pub argsz: u32,
+        /// In: 0.
+        pub flags: u32,
+        /// In: bit i = lock i, non-zero.
+        pub mask: u64,
+    }
+
+    /// QUERY argument.
+    "tenstorrent_lock_query" => pub struct LockQuery {
+        /// In: `size_of::<LockQuery>()`.
+        pub argsz: u32,
+        /// In: 0.
+        pub flags: u32,
+        /// In: lock index.
+        pub index: u32,
+        /// Out: `LOCK_QUERY_*`.
+        pub out_flags: u32,
+        /// Out: holder's pid in the caller's pid namespace, 0 if not visible.
+        pub holder_pid: u32,
+        /// Out: number of queued waiters.
+        pub waiters: u32,
+        /// Out: how long it has been held.
+        pub held_ns: u64,
+        /// Out: holder's comm at acquisition, NUL-terminated.
+        pub holder_comm: [u8; 16],
+        /// Out: grants since the card was bound.
+        pub acquisitions: u64,
+        /// Out: grants that had to wait.
+        pub contended: u64,
+        /// Out: releases because the holder's file closed.
+        pub owner_died_count: u64,
+        /// Out: wake-ups of a waiter that found no grant, no signal and no
+        /// expired deadline (stays 0 with FIFO hand-off).
+        pub spurious_wakeups: u64,
+    }
+}
+
+/// An all-zero struct with `argsz` set, for the extensible commands.
+pub trait Extensible: AbiStruct {
+    /// `Self::default()` with `argsz = size_of::<Self>()`.
+    fn new() -> Self;
+}
+
+macro_rules! extensible {
+    ($($t:ty),*) => {$(
+        impl Extensible for $t {
+            fn new() -> Self {
+                Self { argsz: size_of::<Self>() as u32, ..Self::default() }
+            }
+        }
+    )*};
+}
+extensible!(LockAcquire, LockAcquireSet, LockRelease, LockQuery);
+
+// ---- constants ------------------------------------------------------------
+
+/// `TENSTORRENT_IOCTL_MAGIC`.
+pub const IOCTL_MAGIC: u32 = 0xFA;
+
+/// GET_DEVICE_INFO, `_IO(0xFA, 0)`.
+pub const IOCTL_GET_DEVICE_INFO: u32 = io(IOCTL_MAGIC, 0);
+/// GET_DRIVER_INFO, `_IO(0xFA, 5)`.
+pub const IOCTL_GET_DRIVER_INFO: u32 = io(IOCTL_MAGIC, 5);
+/// LOCK_CTL, `_IO(0xFA, 8)`.
+pub const IOCTL_LOCK_CTL: u32 = io(IOCTL_MAGIC, 8);
+/// ACQUIRE, `_IOWR(0xFA, 0x40, struct tenstorrent_lock_acquire)`.
+pub const IOCTL_LOCK_ACQUIRE: u32 = iowr(IOCTL_MAGIC, 0x40, size_of::<LockAcquire>());
+/// ACQUIRE_SET, `_IOWR(0xFA, 0x41, struct tenstorrent_lock_acquire_set)`.
+pub const IOCTL_LOCK_ACQUIRE_SET: u32 = iowr(IOCTL_MAGIC, 0x41, size_of::<LockAcquireSet>());
+/// RELEASE, `_IOWR(0xFA, 0x42, struct tenstorrent_lock_release)`.
+pub const IOCTL_LOCK_RELEASE: u32 = iowr(IOCTL_MAGIC, 0x42, size_of::<LockRelease>());
+/// QUERY, `_IOWR(0xFA, 0x43, struct tenstorrent_lock_query)`.
+pub const IOCTL_LOCK_QUERY: u32 = iowr(IOCTL_MAGIC, 0x43, size_of::<LockQuery>());
+
+/// API version reported in `driver_version`.
+pub const DRIVER_API_VERSION: u32 = 2;
+
+/// Locks per card.
+pub const LOCK_COUNT: u32 = 64;
+
+/// `TENSTORRENT_LOCK_ETH(n)`: lock of ERISC core `n` (0..16).
+pub const fn lock_eth(n: u32) -> u32 {
+    n
+}
+/// ARC message queue.
+pub const LOCK_ARC_MSG: u32 = 16;
+/// Remote ARC message queue.
+pub const LOCK_REMOTE_ARC_MSG: u32 = 17;
+/// Non-MMIO access.
+pub const LOCK_NON_MMIO: u32 = 18;
+/// Memory barrier.
+pub const LOCK_MEM_BARRIER: u32 = 19;
+/// Chip in use.
+pub const LOCK_CHIP_IN_USE: u32 = 20;
+/// PCIe DMA.
+pub const LOCK_PCIE_DMA: u32 = 21;
+
+/// LOCK_CTL: non-blocking try.
+pub const LOCK_CTL_ACQUIRE: u32 = 0;
+/// LOCK_CTL: release.
+pub const LOCK_CTL_RELEASE: u32 = 1;
+/// LOCK_CTL: test (bit 0 held by this file, bit 1 held by anyone).
+pub const LOCK_CTL_TEST: u32 = 2;
+/// LOCK_CTL: blocking acquire.
+pub const LOCK_CTL_ACQUIRE_BLOCKING: u32 = 3;
+
+/// ACQUIRE/ACQUIRE_SET: EBUSY instead of waiting.
+pub const LOCK_NONBLOCK: u32 = 1 << 0;
+/// ACQUIRE/ACQUIRE_SET: ETIMEDOUT at `deadline_ns`.
+pub const LOCK_DEADLINE: u32 = 1 << 1;
+/// ACQUIRE `out_flags`: the previous holder's file closed holding it.
+pub const LOCK_OWNER_DIED: u32 = 1 << 0;
+
+/// QUERY `out_flags`: held.
+pub const LOCK_QUERY_HELD: u32 = 1 << 0;
+/// QUERY `out_flags`: held by the calling file.
+pub const LOCK_QUERY_HELD_BY_CALLER: u32 = 1 << 1;
+/// QUERY `out_flags`: owner-died mark not yet consumed.
+pub const LOCK_QUERY_OWNER_DIED: u32 = 1 << 2;
+
+/// Every object-like macro of the header, by its C name (for the tests and
+/// for tools that print the ABI).
+pub const DEFINES: &[(&str, u64)] = &[
+    ("TENSTORRENT_IOCTL_MAGIC", IOCTL_MAGIC as u64),
+    (
+        "TENSTORRENT_IOCTL_GET_DEVICE_INFO",
+        IOCTL_GET_DEVICE_INFO as u64,
+    ),
+    (
+        "TENSTORRENT_IOCTL_GET_DRIVER_INFO",
+        IOCTL_GET_DRIVER_INFO as u64,
+    ),
+    ("TENSTORRENT_IOCTL_LOCK_CTL", IOCTL_LOCK_CTL as u64),
+    ("TENSTORRENT_DRIVER_API_VERSION", DRIVER_API_VERSION as u64),
+    ("TENSTORRENT_LOCK_COUNT", LOCK_COUNT as u64),
+    ("TENSTORRENT_LOCK_ARC_MSG", LOCK_ARC_MSG as u64),
+    (
+        "TENSTORRENT_LOCK_REMOTE_ARC_MSG",
+        LOCK_REMOTE_ARC_MSG as u64,
+    ),
+    ("TENSTORRENT_LOCK_NON_MMIO", LOCK_NON_MMIO as u64),
+    ("TENSTORRENT_LOCK_MEM_BARRIER", LOCK_MEM_BARRIER as u64),
+    ("TENSTORRENT_LOCK_CHIP_IN_USE", LOCK_CHIP_IN_USE as u64),
+    ("TENSTORRENT_LOCK_PCIE_DMA", LOCK_PCIE_DMA as u64),
+    ("TENSTORRENT_LOCK_CTL_ACQUIRE", LOCK_CTL_ACQUIRE as u64),
+    ("TENSTORRENT_LOCK_CTL_RELEASE", LOCK_CTL_RELEASE as u64),
+    ("TENSTORRENT_LOCK_CTL_TEST", LOCK_CTL_TEST as u64),
+    (
+        "TENSTORRENT_LOCK_CTL_ACQUIRE_BLOCKING",
+        LOCK_CTL_ACQUIRE_BLOCKING as u64,
+    ),
+    ("TENSTORRENT_LOCK_NONBLOCK", LOCK_NONBLOCK as u64),
+    ("TENSTORRENT_LOCK_DEADLINE", LOCK_DEADLINE as u64),
+    ("TENSTORRENT_LOCK_OWNER_DIED", LOCK_OWNER_DIED as u64),
+    ("TENSTORRENT_LOCK_QUERY_HELD", LOCK_QUERY_HELD as u64),
+    (
+        "TENSTORRENT_LOCK_QUERY_HELD_BY_CALLER",
+        LOCK_QUERY_HELD_BY_CALLER as u64,
+    ),
+    (
+        "TENSTORRENT_LOCK_QUERY_OWNER_DIED",
+        LOCK_QUERY_OWNER_DIED as u64,
+    ),
+    ("TENSTORRENT_IOCTL_LOCK_ACQUIRE", IOCTL_LOCK_ACQUIRE as u64),
+    (
+        "TENSTORRENT_IOCTL_LOCK_ACQUIRE_SET",
+        IOCTL_LOCK_ACQUIRE_SET as u64,
+    ),
+    ("TENSTORRENT_IOCTL_LOCK_RELEASE", IOCTL_LOCK_RELEASE as u64),
+    ("TENSTORRENT_IOCTL_LOCK_QUERY", IOCTL_LOCK_QUERY as u64),
+];
+
+// ---- well-known lock names --------------------------------------------------
+
+const NAMED: [&str; 22] = [
+    "ETH00",
+    "ETH01",
+    "ETH02",
+    "ETH03",
+    "ETH04",
+    "ETH05",
+    "ETH06",
+    "ETH07",
+    "ETH08",
+    "ETH09",
+    "ETH10",
+    "ETH11",
+    "ETH12",
+    "ETH13",
+    "ETH14",
+    "ETH15",
+    "ARC_MSG",
+    "REMOTE_ARC_MSG",
+    "NON_MMIO",
+    "MEM_BARRIER",
+    "CHIP_IN_USE",
+    "PCIE_DMA",
+];
+
+/// The well-known name of lock `index` (as UMD and sysfs use it), if it has one.
+pub fn lock_name(index: u32) -> Option<&'static str> {
+    NAMED.get(usize::try_from(index).ok()?).copied()
+}
+
+/// The index of the well-known lock `name` (exact, case-sensitive match).
+pub fn lock_index(name: &str) -> Option<u32> {
+    NAMED.iter().position(|n| *n == name).map(|i| i as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[allow(dead_code)]
+    struct CStruct {
+        name: &'static str,
+        size: usize,
+        fields: &'static [(&'static str, usize, usize)],
+    }
+
+    mod c {
+        use super::CStruct;
+        include!(concat!(env!("OUT_DIR"), "/c_abi.rs"));
+    }
+
+    type Layout = (usize, Vec<(&'static str, usize, usize)>);
+
+    fn rust_layouts() -> BTreeMap<&'static str, Layout> {
+        fn entry<T: AbiStruct>(m: &mut BTreeMap<&'static str, Layout>) {
+            assert!(
+                m.insert(T::C_NAME, (size_of::<T>(), T::FIELDS.to_vec()))
+                    .is_none(),
+                "{} mirrored twice",
+                T::C_NAME
+            );
+        }
+        let mut m = BTreeMap::new();
+        entry::<GetDeviceInfoIn>(&mut m);
+        entry::<GetDeviceInfoOut>(&mut m);
+        entry::<GetDeviceInfo>(&mut m);
+        entry::<GetDriverInfoIn>(&mut m);
+        entry::<GetDriverInfoOut>(&mut m);
+        entry::<GetDriverInfo>(&mut m);
+        entry::<LockCtlIn>(&mut m);
+        entry::<LockCtlOut>(&mut m);
+        entry::<LockCtl>(&mut m);
+        entry::<LockAcquire>(&mut m);
+        entry::<LockAcquireSet>(&mut m);
+        entry::<LockRelease>(&mut m);
+        entry::<LockQuery>(&mut m);
+        m
+    }
+
+    fn c_layouts(structs: &[CStruct]) -> BTreeMap<&'static str, Layout> {
+        structs
+            .iter()
+            .map(|s| (s.name, (s.size, s.fields.to_vec())))
+            .collect()
+    }
+
+    fn c_ok() {
+        if let Some(e) = c::ERROR {
+            panic!("the C header could not be compiled by build.rs: {e}");
+        }
+    }
+
+    #[test]
+    fn every_struct_matches_the_c_header() {
+        c_ok();
+        let c = c_layouts(c::STRUCTS);
+        let rust = rust_layouts();
+        assert_eq!(
+            c.keys().collect::<Vec<_>>(),
+            rust.keys().collect::<Vec<_>>(),
+            "struct sets differ"
+        );
+        for (name, (size, fields)) in &c {
+            let (rsize, rfields) = &rust[name];
+            assert_eq!(size, rsize, "sizeof(struct {name})");
+            assert_eq!(
+                fields, rfields,
+                "fields (name, offset, size) of struct {name}"
+            );
+        }
+        assert!(c.len() >= 13, "header parse found only {} structs", c.len());
+    }
+
+    #[test]
+    fn no_implicit_padding() {
+        for (name, (size, fields)) in rust_layouts() {
+            let mut end = 0;
+            for (f, off, sz) in fields {
+                assert_eq!(off, end, "hole before {name}.{f}");
+                end = off + sz;
+            }
+            assert_eq!(end, size, "tail padding in {name}");
+        }
+    }
+
+    #[test]
+    fn layout_is_the_same_for_32_bit_userspace() {
+        c_ok();
+        match c::STRUCTS_M32 {
+            Some(m32) => assert!(
+                c_layouts(m32) == c_layouts(c::STRUCTS),
+                "32-bit layout differs from 64-bit"
+            ),
+            None => {
+                eprintln!("note: no 32-bit C toolchain on this host, 32-bit layout not checked")
+            }
+        }
+    }
+
+    #[test]
+    fn every_define_matches_the_c_header() {
+        c_ok();
+        let c: BTreeMap<_, _> = c::DEFINES.iter().copied().collect();
+        let rust: BTreeMap<_, _> = DEFINES.iter().copied().collect();
+        assert_eq!(rust.len(), DEFINES.len(), "duplicate in DEFINES");
+        assert_eq!(
+            c.keys().collect::<Vec<_>>(),
+            rust.keys().collect::<Vec<_>>(),
+            "macro sets differ"
+        );
+        for (name, value) in &c {
+            assert_eq!(
+                rust[name], *value,
+                "{name}: Rust {:#x}, C {value:#x}",
+                rust[name]
+            );
+        }
+    }
+
+    #[test]
+    fn ioctl_encoding() {
+        // Values of the Linux macros, independent of the header.
+        assert_eq!(io(0xFA, 8), 0xFA08);
+        assert_eq!(iowr(0xFA, 0x40, 40), 0xC028_FA40);
+        assert_eq!(ior(0xFA, 1, 8), 0x8008_FA01);
+        assert_eq!(iow(0xFA, 1, 8), 0x4008_FA01);
+        // New commands can never collide with the C driver's _IO numbers.
+        for cmd in [
+            IOCTL_LOCK_ACQUIRE,
+            IOCTL_LOCK_ACQUIRE_SET,
+            IOCTL_LOCK_RELEASE,
+            IOCTL_LOCK_QUERY,
+        ] {
+            assert_ne!(cmd >> IOC_SIZESHIFT, 0);
+            assert_eq!((cmd >> IOC_TYPESHIFT) & 0xff, IOCTL_MAGIC);
+        }
+    }
+
+    #[test]
+    fn extensible_new_sets_argsz() {
+        assert_eq!(LockAcquire::new().argsz, 40);
+        assert_eq!(LockAcquireSet::new().argsz, 48);
+        assert_eq!(LockRelease::new().argsz, 16);
+        assert_eq!(LockQuery::new().argsz, 80);
+    }
+
+    #[test]
+    fn lock_names_both_ways() {
+        assert_eq!(lock_name(0), Some("ETH00"));
+        assert_eq!(lock_name(lock_eth(15)), Some("ETH15"));
+        assert_eq!(lock_name(LOCK_ARC_MSG), Some("ARC_MSG"));
+        assert_eq!(lock_name(LOCK_REMOTE_ARC_MSG), Some("REMOTE_ARC_MSG"));
+        assert_eq!(lock_name(LOCK_NON_MMIO), Some("NON_MMIO"));
+        assert_eq!(lock_name(LOCK_MEM_BARRIER), Some("MEM_BARRIER"));
+        assert_eq!(lock_name(LOCK_CHIP_IN_USE), Some("CHIP_IN_USE"));
+        assert_eq!(lock_name(LOCK_PCIE_DMA), Some("PCIE_DMA"));
+        assert_eq!(lock_name(22), None);
+        assert_eq!(lock_name(u32::MAX), None);
+        for i in 0..LOCK_COUNT {
+            if let Some(n) = lock_name(i) {
+                assert_eq!(lock_index(n), Some(i));
+            }
+        }
+        assert_eq!(lock_index("PCIE_DMA"), Some(21));
+        assert_eq!(lock_index("eth00"), None);
+        assert_eq!(lock_index("ETH16"), None);
+    }
+}

@@ -1,0 +1,233 @@
+//! Module unload refusal, unbind with open files and blocked waiters,
+//! rebind. These change the devices: they run last and restore the binding.
+
+use std::fs;
+use std::io;
+use std::os::fd::IntoRawFd;
+
+use tt_arbiter::{abi, Device, Wait};
+
+use crate::util::*;
+use crate::worker::{err_reply, finish, ok, worker};
+
+const UNBIND: &str = "/sys/bus/pci/drivers/tenstorrent/unbind";
+const BIND: &str = "/sys/bus/pci/drivers/tenstorrent/bind";
+
+/// delete_module(O_NONBLOCK) fails while a device file is open.
+pub fn module_unload_refused_while_open() -> TestResult {
+    let f = open(0)?;
+    let name = c"tenstorrent";
+    // SAFETY: delete_module with a valid NUL-terminated name.
+    let rc = unsafe { libc::syscall(libc::SYS_delete_module, name.as_ptr(), libc::O_NONBLOCK) };
+    let err = io::Error::last_os_error();
+    ensure!(
+        rc != 0,
+        "delete_module(\"tenstorrent\") succeeded while /dev/tenstorrent/0 is open"
+    );
+    let errno = err.raw_os_error().unwrap_or(0);
+    ensure!(
+        errno == libc::EBUSY || errno == libc::EAGAIN,
+        "delete_module while open: {}, expected EBUSY or EAGAIN",
+        errname(errno)
+    );
+    ensure!(
+        fs::metadata("/sys/module/tenstorrent").is_ok(),
+        "module gone after refused unload"
+    );
+    ctx(f.device_info(), "GET_DEVICE_INFO after the refused unload")?;
+    Ok(())
+}
+
+/// Rebinds the card on drop if a scenario failed halfway.
+struct Unbound(String);
+
+impl Unbound {
+    fn new(bdf: &str) -> Result<Unbound, String> {
+        sysfs_write(UNBIND, bdf)?;
+        Ok(Unbound(bdf.to_string()))
+    }
+
+    fn rebind(self) -> TestResult {
+        let r = sysfs_write(BIND, &self.0);
+        std::mem::forget(self);
+        r
+    }
+}
+
+impl Drop for Unbound {
+    fn drop(&mut self) {
+        if !is_bound(&self.0) {
+            let _ = sysfs_write(BIND, &self.0);
+        }
+    }
+}
+
+/// Every command of a file of an unbound card: ENODEV.
+fn all_enodev(dev: &Device, who: &str) -> TestResult {
+    let e = libc::ENODEV;
+    expect_errno(dev.device_info(), e, &format!("{who}: GET_DEVICE_INFO"))?;
+    expect_errno(dev.driver_info(), e, &format!("{who}: GET_DRIVER_INFO"))?;
+    for flags in [
+        abi::LOCK_CTL_ACQUIRE,
+        abi::LOCK_CTL_RELEASE,
+        abi::LOCK_CTL_TEST,
+        abi::LOCK_CTL_ACQUIRE_BLOCKING,
+    ] {
+        expect_errno(
+            lock_ctl(dev, 3, flags),
+            e,
+            &format!("{who}: LOCK_CTL flags {flags}"),
+        )?;
+    }
+    for (what, flags) in [("blocking", 0), ("NONBLOCK", abi::LOCK_NONBLOCK)] {
+        expect_errno(
+            acquire(dev, 4, flags, 0).0,
+            e,
+            &format!("{who}: {what} ACQUIRE"),
+        )?;
+        expect_errno(
+            acquire_set(dev, 0x30, flags, 0).0,
+            e,
+            &format!("{who}: {what} ACQUIRE_SET"),
+        )?;
+    }
+    expect_errno(release(dev, bit(3)), e, &format!("{who}: RELEASE"))?;
+    expect_errno(
+        dev.query(3).map_err(io::Error::from),
+        e,
+        &format!("{who}: QUERY"),
+    )
+}
+
+/// After a rebind card 0 is /dev/tenstorrent/0 again with all locks free.
+fn fresh_card0(bdf: &str) -> TestResult {
+    let class = format!("/sys/bus/pci/devices/{bdf}/tenstorrent/tenstorrent!0/dev");
+    let dev_attr =
+        sysfs(&class).map_err(|e| format!("after rebind (lowest free ordinal is 0): {e}"))?;
+    let dev = open(0)?;
+    let node_meta = fs::metadata(node(0)).map_err(|e| format!("stat {}: {e}", node(0)))?;
+    use std::os::unix::fs::MetadataExt;
+    let rdev = node_meta.rdev();
+    ensure_eq!(
+        dev_attr,
+        format!("{}:{}", libc::major(rdev), libc::minor(rdev)),
+        "{class} vs {}",
+        node(0)
+    );
+    let info = ctx(dev.device_info(), "GET_DEVICE_INFO after rebind")?;
+    ensure_eq!(
+        info.vendor_id,
+        u16::from_str_radix(
+            sysfs(&format!("/sys/bus/pci/devices/{bdf}/vendor"))?.trim_start_matches("0x"),
+            16
+        )
+        .unwrap_or(0),
+        "vendor after rebind"
+    );
+    for i in 0..abi::LOCK_COUNT {
+        let q = query(&dev, i)?;
+        ensure!(
+            !q.held
+                && q.waiters == 0
+                && !q.owner_died
+                && q.raw.acquisitions == 0
+                && q.raw.owner_died_count == 0,
+            "lock {i} of the rebound card is not fresh: {q:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Unbind card 0 while a file holds a lock: ENODEV everywhere on it, node
+/// gone, close works, card 1 unaffected; rebind gives a fresh card 0.
+pub fn unbind_with_open_file() -> TestResult {
+    let bdf0 = bdf(0)?;
+    let f0 = open(0)?;
+    let f1 = open(1)?;
+    ensure_eq!(
+        expect_ok(
+            lock_ctl(&f0, 3, abi::LOCK_CTL_ACQUIRE),
+            "LOCK_CTL ACQUIRE on card 0"
+        )?,
+        1,
+        "LOCK_CTL ACQUIRE"
+    );
+    ctx(f1.acquire(3, Wait::Try), "ACQUIRE on card 1")?;
+    let info1 = ctx(f1.device_info(), "GET_DEVICE_INFO card 1")?;
+    let unbound = Unbound::new(&bdf0)?;
+    all_enodev(&f0, "open file of the unbound card")?;
+    ensure!(
+        fs::symlink_metadata(node(0)).is_err(),
+        "{} still exists after unbind",
+        node(0)
+    );
+    ensure!(
+        fs::symlink_metadata("/sys/class/tenstorrent/tenstorrent!0").is_err(),
+        "/sys/class/tenstorrent/tenstorrent!0 still exists after unbind"
+    );
+    ensure!(
+        Device::open_index(0).is_err(),
+        "open of {} succeeded after unbind",
+        node(0)
+    );
+    ensure!(query(&f1, 3)?.held_by_caller, "card 1 lost its lock");
+    ensure_eq!(
+        ctx(f1.device_info(), "GET_DEVICE_INFO card 1")?,
+        info1,
+        "card 1 info"
+    );
+    let fd = f0.into_raw_fd();
+    // SAFETY: closing the descriptor we own.
+    ensure!(
+        unsafe { libc::close(fd) } == 0,
+        "close of the unbound card's file: {}",
+        io::Error::last_os_error()
+    );
+    unbound.rebind()?;
+    fresh_card0(&bdf0)?;
+    ensure!(query(&f1, 3)?.held_by_caller, "card 1 lost its lock");
+    ctx(f1.release(bit(3)), "RELEASE card 1")?;
+    Ok(())
+}
+
+/// Unbind card 0 while waiters block on it: each wakes with ENODEV.
+pub fn unbind_wakes_waiters() -> TestResult {
+    let bdf0 = bdf(0)?;
+    let i = 2;
+    let f0 = open(0)?;
+    ensure_free(&f0, i)?;
+    ctx(f0.acquire(i, Wait::Try), "ACQUIRE")?;
+    let cmds = [
+        format!("acquire {i}"),
+        format!("ctl {i} {}", abi::LOCK_CTL_ACQUIRE_BLOCKING),
+        format!("deadline {i} {}", now_ns() + 300_000_000_000),
+        format!("set {:x}", bit(i) | bit(i + 1)),
+    ];
+    let mut waiters = Vec::new();
+    for (n, cmd) in cmds.iter().enumerate() {
+        let w = worker(&format!("waiter {cmd:?}"), 0)?;
+        w.send(cmd)?;
+        wait_waiters(&f0, i, n as u32 + 1)?;
+        waiters.push(w);
+    }
+    let unbound = Unbound::new(&bdf0)?;
+    for (w, cmd) in waiters.iter_mut().zip(&cmds) {
+        err_reply(w, cmd, libc::ENODEV)?;
+    }
+    for mut w in waiters {
+        for cmd in [
+            format!("try {i}"),
+            format!("release {:x}", bit(i)),
+            format!("ctl {i} {}", abi::LOCK_CTL_TEST),
+        ] {
+            w.send(&cmd)?;
+            err_reply(&mut w, &cmd, libc::ENODEV)?;
+        }
+        ok(&mut w, "close")?;
+        finish(w)?;
+    }
+    all_enodev(&f0, "holder's file of the unbound card")?;
+    drop(f0);
+    unbound.rebind()?;
+    fresh_card0(&bdf0)
+}

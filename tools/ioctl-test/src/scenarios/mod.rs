@@ -1,0 +1,61 @@
+//! Every scenario, in run order (the ones that unbind cards last).
+
+mod compat;
+mod info;
+mod lifecycle;
+mod locks;
+mod sets;
+mod sharing;
+mod stress;
+mod validation;
+
+use crate::harness::Scenario;
+
+macro_rules! scenarios {
+    ($($name:literal => $f:path $(, $t:literal)?;)*) => {
+        &[$(Scenario { name: $name, run: $f, timeout_s: scenarios!(@t $($t)?) }),*]
+    };
+    (@t) => { 60 };
+    (@t $t:literal) => { $t };
+}
+
+/// All scenarios.
+pub const ALL: &[Scenario] = scenarios! {
+    "info/nodes_and_sysfs" => info::nodes_and_sysfs;
+    "info/driver_info_version" => info::driver_info_version;
+    "info/device_info_values" => info::device_info_values;
+    "info/output_size_rule" => info::output_size_rule;
+    "info/in_at_end_of_mapping" => info::in_at_end_of_mapping;
+    "info/unknown_ioctls_enotty" => info::unknown_ioctls_enotty;
+    "info/bad_pointers_efault" => info::bad_pointers_efault;
+    "compat/lock_ctl_table" => compat::lock_ctl_table;
+    "compat/all_64_locks" => compat::all_64_locks;
+    "compat/lock_ctl_einval" => compat::lock_ctl_einval;
+    "compat/lock_ctl_output_size" => compat::lock_ctl_output_size;
+    "compat/lock_ctl_reserved_ignored" => compat::lock_ctl_reserved_ignored;
+    "compat/lock_ctl_blocking_same_file" => compat::lock_ctl_blocking_same_file;
+    "locks/woken_by_release" => locks::woken_by_release;
+    "locks/woken_by_holder_exit" => locks::woken_by_holder_exit;
+    "locks/sigkill_holder_fifo" => locks::sigkill_holder_fifo;
+    "locks/eintr_without_restart" => locks::eintr_without_restart;
+    "locks/sa_restart_lock_ctl" => locks::sa_restart_lock_ctl;
+    "locks/sigstop_sigcont_waiter" => locks::sigstop_sigcont_waiter;
+    "locks/deadlines_and_nonblock" => locks::deadlines_and_nonblock;
+    "locks/edeadlk_and_eperm" => locks::edeadlk_and_eperm;
+    "locks/two_opens_conflict" => locks::two_opens_conflict;
+    "locks/one_waiter_woken_per_release" => locks::one_waiter_woken_per_release;
+    "locks/query_fields" => locks::query_fields;
+    "locks/close_releases_synchronously" => locks::close_releases_synchronously;
+    "sets/all_or_nothing" => sets::all_or_nothing;
+    "sets/arrival_order_no_barging" => sets::arrival_order_no_barging;
+    "sharing/fork_and_dup_share_the_owner" => sharing::fork_and_dup_share_the_owner;
+    "sharing/scm_rights_passes_the_owner" => sharing::scm_rights_passes_the_owner;
+    "validation/einval_new_commands" => validation::einval_new_commands;
+    "validation/argsz_larger_than_struct" => validation::argsz_larger_than_struct;
+    "validation/wrong_size_bits_enotty" => validation::wrong_size_bits_enotty;
+    "stress/mutual_exclusion" => stress::mutual_exclusion, 180;
+    "stress/overlapping_sets" => stress::overlapping_sets, 180;
+    "lifecycle/module_unload_refused_while_open" => lifecycle::module_unload_refused_while_open;
+    "lifecycle/unbind_with_open_file" => lifecycle::unbind_with_open_file;
+    "lifecycle/unbind_wakes_waiters" => lifecycle::unbind_wakes_waiters;
+};
