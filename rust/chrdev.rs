@@ -17,11 +17,11 @@
 //! and the driver data, alive until its last close. So a device can be
 //! unbound while files are open and those files stay valid.
 
+use super::sysfs::AttributeGroups;
 use core::{
     marker::PhantomData,
     ptr::NonNull, //
 };
-use super::sysfs::AttributeGroups;
 use kernel::{
     bindings,
     device,

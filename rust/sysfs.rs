@@ -23,7 +23,10 @@ use core::{
 };
 use kernel::{
     bindings,
-    ffi::c_char,
+    ffi::{
+        c_char,
+        c_int, //
+    },
     page::PAGE_SIZE,
     str::{
         as_char_ptr_in_const_context,
@@ -33,9 +36,15 @@ use kernel::{
 
 /// Device data that can show indexed sysfs attributes.
 pub(crate) trait ShowAttribute: FileOperations {
-    /// Writes the contents of attribute `index` of the device whose data is
-    /// `self`. Output past one page is cut.
-    fn show(&self, index: usize, out: &mut Page<'_>) -> fmt::Result;
+    /// Writes the contents of attribute `index` of group `group` of the
+    /// device whose data is `self`. Output past one page is cut.
+    fn show(&self, group: u32, index: usize, out: &mut Page<'_>) -> fmt::Result;
+
+    /// Whether attribute `index` of group `group` exists for this device;
+    /// asked once, when the device is added.
+    fn is_visible(&self, _group: u32, _index: usize) -> bool {
+        true
+    }
 }
 
 /// The page a sysfs `show` callback fills.
@@ -58,10 +67,11 @@ impl fmt::Write for Page<'_> {
     }
 }
 
-/// A read-only attribute that knows its index.
+/// A read-only attribute that knows its group and its index.
 #[repr(C)]
 pub(crate) struct IndexedAttribute<T> {
     attr: bindings::device_attribute,
+    group: u32,
     index: usize,
     _p: PhantomData<T>,
 }
@@ -70,8 +80,9 @@ pub(crate) struct IndexedAttribute<T> {
 unsafe impl<T> Sync for IndexedAttribute<T> {}
 
 impl<T: ShowAttribute> IndexedAttribute<T> {
-    /// A file named `name`, readable by everyone, shown by `T::show(index)`.
-    pub(crate) const fn new(name: &'static CStr, index: usize) -> Self {
+    /// A file named `name`, readable by everyone, shown by
+    /// `T::show(group, index)`.
+    pub(crate) const fn new(name: &'static CStr, group: u32, index: usize) -> Self {
         // SAFETY: All-zero is a valid `device_attribute`: a null name (set
         // below), no callbacks, no lockdep key (static attributes use their
         // own `skey`).
@@ -81,6 +92,7 @@ impl<T: ShowAttribute> IndexedAttribute<T> {
         attr.__bindgen_anon_1.show = Some(Self::show);
         Self {
             attr,
+            group,
             index,
             _p: PhantomData,
         }
@@ -108,8 +120,32 @@ impl<T: ShowAttribute> IndexedAttribute<T> {
         let buf = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), PAGE_SIZE) };
         let mut page = Page { buf, len: 0 };
         // A cut line is still worth showing: ignore the error that says so.
-        let _ = data.show(this.index, &mut page);
+        let _ = data.show(this.group, this.index, &mut page);
         page.len as isize
+    }
+
+    /// # Safety
+    ///
+    /// Called by sysfs while adding a group declared with
+    /// [`indexed_attribute_group!`] for `T` to the class device of a
+    /// `CharDevice<T>`, whose data is set.
+    unsafe extern "C" fn is_visible(
+        kobj: *mut bindings::kobject,
+        attr: *mut bindings::attribute,
+        _n: c_int,
+    ) -> bindings::umode_t {
+        // SAFETY: Every attribute of such a group is the `attr.attr` field of
+        // an `IndexedAttribute<T>`.
+        let this = unsafe { &*kernel::container_of!(attr, IndexedAttribute<T>, attr.attr) };
+        // SAFETY: The groups are those of a device: `kobj` is its `kobj`.
+        let dev = unsafe { kernel::container_of!(kobj, bindings::device, kobj) };
+        // SAFETY: `dev` is the class device of a `CharDevice<T>` being added.
+        let data = unsafe { chrdev::device_data::<T>(dev) };
+        if data.is_visible(this.group, this.index) {
+            this.attr.attr.mode
+        } else {
+            0
+        }
     }
 }
 
@@ -148,7 +184,7 @@ pub(crate) struct AttributeGroup(bindings::attribute_group);
 unsafe impl Sync for AttributeGroup {}
 
 impl AttributeGroup {
-    pub(crate) const fn new<const N: usize>(
+    pub(crate) const fn new<T: ShowAttribute, const N: usize>(
         name: &'static CStr,
         list: &'static AttributeList<N>,
     ) -> Self {
@@ -156,7 +192,10 @@ impl AttributeGroup {
         // binary attributes.
         let mut group: bindings::attribute_group = unsafe { core::mem::zeroed() };
         group.name = as_char_ptr_in_const_context(name);
-        group.__bindgen_anon_2.attrs = ptr::addr_of!(list.attrs).cast::<*mut bindings::attribute>().cast_mut();
+        group.__bindgen_anon_1.is_visible = Some(IndexedAttribute::<T>::is_visible);
+        group.__bindgen_anon_2.attrs = ptr::addr_of!(list.attrs)
+            .cast::<*mut bindings::attribute>()
+            .cast_mut();
         Self(group)
     }
 }
@@ -192,31 +231,31 @@ impl<const N: usize> AttributeGroups<N> {
 }
 
 /// Declares a `static` group of read-only attributes shown by
-/// [`ShowAttribute::show`] of `$data`, one per name, each told its
-/// position in the list.
+/// [`ShowAttribute::show`] of `$data`, one per name, each told the group's
+/// key and its position in the list.
 ///
 /// ```ignore
-/// indexed_attribute_group!(LOCKS: Card, c"locks", [c"00", c"01"]);
+/// indexed_attribute_group!(LOCKS: Card, 0, c"locks", [c"00", c"01"]);
 /// ```
 macro_rules! indexed_attribute_group {
-    ($vis:vis $name:ident: $data:ty, $dir:expr, [$($file:expr),+ $(,)?]) => {
+    ($vis:vis $name:ident: $data:ty, $key:expr, $dir:expr, [$($file:expr),+ $(,)?]) => {
         $vis static $name: $crate::rust_ext::sysfs::AttributeGroup = {
             const NAMES: &[&::kernel::str::CStr] = &[$($file),+];
             const COUNT: usize = NAMES.len();
             static ATTRS: [$crate::rust_ext::sysfs::IndexedAttribute<$data>; COUNT] = {
                 let mut attrs = [const {
-                    $crate::rust_ext::sysfs::IndexedAttribute::<$data>::new(c"", 0)
+                    $crate::rust_ext::sysfs::IndexedAttribute::<$data>::new(c"", $key, 0)
                 }; COUNT];
                 let mut i = 0;
                 while i < COUNT {
-                    attrs[i] = $crate::rust_ext::sysfs::IndexedAttribute::new(NAMES[i], i);
+                    attrs[i] = $crate::rust_ext::sysfs::IndexedAttribute::new(NAMES[i], $key, i);
                     i += 1;
                 }
                 attrs
             };
             static LIST: $crate::rust_ext::sysfs::AttributeList<COUNT> =
                 $crate::rust_ext::sysfs::AttributeList::new(&ATTRS);
-            $crate::rust_ext::sysfs::AttributeGroup::new($dir, &LIST)
+            $crate::rust_ext::sysfs::AttributeGroup::new::<$data, COUNT>($dir, &LIST)
         };
     };
 }

@@ -30,6 +30,11 @@ use crate::rust_ext::{
     },
     time::monotonic_ns, //
 };
+use crate::wait::{
+    self,
+    Wait,
+    Woken, //
+};
 use kernel::{
     new_condvar,
     new_mutex,
@@ -38,12 +43,10 @@ use kernel::{
         aref::ARef,
         Arc,
         CondVar,
-        CondVarTimeoutResult,
         LockedBy,
         Mutex, //
     },
-    task::Task,
-    time::msecs_to_jiffies, //
+    task::Task, //
 };
 
 /// Number of locks per card.
@@ -84,24 +87,18 @@ impl Requester {
         }
     }
 
+    /// The process's comm when it made the request.
+    pub(crate) fn comm(&self) -> [u8; TASK_COMM_LEN] {
+        self.comm
+    }
+
     /// The process's pid in the caller's pid namespace; 0 when it is not
     /// visible there or has exited.
-    fn pid_for_caller(&self) -> u32 {
+    pub(crate) fn pid_for_caller(&self) -> u32 {
         let current = kernel::current!();
         let pid = self.task.tgid_nr_ns(current.active_pid_ns());
         u32::try_from(pid).unwrap_or(0)
     }
-}
-
-/// How long a request may wait.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Wait {
-    /// Never: fail with [`AcquireError::Busy`] unless granted at once.
-    Try,
-    /// Until granted, interrupted or the card goes away.
-    Forever,
-    /// Until the absolute `CLOCK_MONOTONIC` time, in nanoseconds.
-    Until(i64),
 }
 
 /// What a request does when its file already holds one of its locks.
@@ -280,18 +277,10 @@ impl Arbiter {
             });
         }
         let now = monotonic_ns();
-        match wait {
-            Wait::Try => {
-                return Err(AcquireError::Busy {
-                    holder_pid: state.holder_pid(mask),
-                })
-            }
-            Wait::Until(deadline) if deadline <= now => {
-                return Err(AcquireError::Busy {
-                    holder_pid: state.holder_pid(mask),
-                })
-            }
-            _ => {}
+        if wait.is_over(now) {
+            return Err(AcquireError::Busy {
+                holder_pid: state.holder_pid(mask),
+            });
         }
 
         let waiter = self.new_waiter(owner, mask, who)?;
@@ -301,37 +290,12 @@ impl Arbiter {
             if let Some(settled) = state.settle(&waiter, false, false) {
                 break settled;
             }
-            let (interrupted, timed_out) = match wait {
-                Wait::Until(deadline) => {
-                    let left = deadline - monotonic_ns();
-                    if left <= 0 {
-                        (false, true)
-                    } else {
-                        // Jiffies are coarse: round up, and on waking
-                        // re-check the clock, so a deadline never ends early.
-                        let msecs = u32::try_from((left + 999_999) / 1_000_000).unwrap_or(u32::MAX);
-                        match waiter
-                            .wake
-                            .wait_interruptible_timeout(&mut state, msecs_to_jiffies(msecs))
-                        {
-                            CondVarTimeoutResult::Signal { .. } => (true, false),
-                            CondVarTimeoutResult::Timeout => (false, false),
-                            CondVarTimeoutResult::Woken { .. } => {
-                                state.count_spurious(&waiter);
-                                (false, false)
-                            }
-                        }
-                    }
-                }
-                _ => {
-                    let signal = waiter.wake.wait_interruptible(&mut state);
-                    if !signal {
-                        state.count_spurious(&waiter);
-                    }
-                    (signal, false)
-                }
-            };
-            if let Some(settled) = state.settle(&waiter, interrupted, timed_out) {
+            let woken = wait::sleep(&waiter.wake, &mut state, wait);
+            if woken == Woken::Notified {
+                state.count_spurious(&waiter);
+            }
+            let settled = state.settle(&waiter, woken == Woken::Signal, woken == Woken::Deadline);
+            if let Some(settled) = settled {
                 break settled;
             }
         };

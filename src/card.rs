@@ -2,9 +2,15 @@
 
 //! A bound card: what the ioctls report about it and its locks.
 
-use crate::arbiter::{
-    Arbiter,
-    OwnerId, //
+use crate::{
+    arbiter::{
+        Arbiter,
+        OwnerId, //
+    },
+    tlb::{
+        Layout,
+        TlbPool, //
+    },
 };
 use kernel::{
     new_mutex,
@@ -39,6 +45,8 @@ pub(crate) struct Card {
     pub(crate) pci: PciIdentity,
     #[pin]
     pub(crate) arbiter: Arbiter,
+    #[pin]
+    pub(crate) tlb: TlbPool,
     /// The open files and the processes that opened them.
     #[pin]
     openers: Mutex<KVec<Opener>>,
@@ -51,19 +59,33 @@ struct Opener {
 }
 
 impl Card {
-    pub(crate) fn new(ordinal: u32, pci: PciIdentity) -> impl PinInit<Self> {
-        pin_init!(Self {
+    pub(crate) fn new(
+        ordinal: u32,
+        pci: PciIdentity,
+        layout: Layout,
+    ) -> Result<impl PinInit<Self>> {
+        let tlb = TlbPool::new(layout)?;
+        Ok(pin_init!(Self {
             ordinal,
             pci,
             arbiter <- Arbiter::new(),
+            tlb <- tlb,
             openers <- new_mutex!(KVec::new()),
-        })
+        }))
+    }
+
+    /// The card is going away: every waiter wakes with `ENODEV`.
+    pub(crate) fn shut_down(&self) {
+        self.arbiter.shut_down();
+        self.tlb.shut_down();
     }
 
     /// Records that the calling process opened the file `owner`.
     pub(crate) fn add_opener(&self, owner: OwnerId) -> Result {
         let task = kernel::current!().group_leader().into();
-        self.openers.lock().push(Opener { owner, task }, GFP_KERNEL)?;
+        self.openers
+            .lock()
+            .push(Opener { owner, task }, GFP_KERNEL)?;
         Ok(())
     }
 

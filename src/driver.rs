@@ -10,11 +10,12 @@ use crate::{
     debugfs::CardDebugfs,
     procfs::CardProc,
     registry::Ordinal,
-    sysfs::CARD_GROUPS,
     rust_ext::{
         chrdev::CharDevice,
         pci::vendor, //
     }, //
+    sysfs::CARD_GROUPS,
+    tlb::Layout,
 };
 use kernel::{
     device::Core,
@@ -57,7 +58,7 @@ pub(crate) struct BoundCard {
 
 impl Drop for BoundCard {
     fn drop(&mut self) {
-        self.node.data().arbiter.shut_down();
+        self.node.data().shut_down();
         pr_info!("/dev/tenstorrent/{} removed\n", self.ordinal.number());
     }
 }
@@ -71,6 +72,28 @@ fn pci_domain(name: &CStr) -> u16 {
         domain.wrapping_mul(16).wrapping_add(digit)
     })
 }
+
+/// The TLB window layout of a card: from its device id, or for other
+/// devices (emulated ones bound through `new_id`) from the module parameter
+/// `emulated_tlb_layout`.
+fn tlb_layout(pdev: &pci::Device<Core<'_>>, vendor_id: u16, device_id: u16) -> Layout {
+    const BAR4_WINDOW: u64 = 4 << 30;
+    match (vendor_id, device_id) {
+        (VENDOR_TENSTORRENT, DEVICE_WORMHOLE) => Layout::wormhole(),
+        (VENDOR_TENSTORRENT, DEVICE_BLACKHOLE) => {
+            let bar4 = pdev.resource_len(4).unwrap_or(0);
+            Layout::blackhole(u32::try_from(bar4 / BAR4_WINDOW).unwrap_or(0))
+        }
+        _ => match crate::module_parameters::emulated_tlb_layout.value() {
+            EMULATE_BLACKHOLE => Layout::blackhole(8),
+            _ => Layout::wormhole(),
+        },
+    }
+}
+
+/// Values of the `emulated_tlb_layout` module parameter.
+pub(crate) const EMULATE_WORMHOLE: u32 = 0;
+pub(crate) const EMULATE_BLACKHOLE: u32 = 1;
 
 impl pci::Driver for TenstorrentDriver {
     type IdInfo = ();
@@ -102,8 +125,9 @@ impl pci::Driver for TenstorrentDriver {
             bus_dev_fn: pdev.dev_id(),
             domain: pci_domain(pdev.as_ref().name()),
         };
+        let layout = tlb_layout(pdev, vendor_id, device_id);
         let ordinal = Ordinal::take()?;
-        let card = Arc::pin_init(Card::new(ordinal.number(), identity), GFP_KERNEL)?;
+        let card = Arc::pin_init(Card::new(ordinal.number(), identity, layout)?, GFP_KERNEL)?;
         let name = CString::try_from_fmt(fmt!("tenstorrent/{}", ordinal.number()))?;
         let node = CharDevice::new(
             ordinal.region(),
@@ -117,10 +141,11 @@ impl pci::Driver for TenstorrentDriver {
         let debugfs = CardDebugfs::new(ordinal.debug_root(), &card)?;
         dev_info!(
             pdev,
-            "{:04x}:{:04x} bound as /dev/tenstorrent/{}\n",
+            "{:04x}:{:04x} bound as /dev/tenstorrent/{} (TLB windows: {:?} layout)\n",
             vendor_id,
             device_id,
-            ordinal.number()
+            ordinal.number(),
+            layout.family
         );
         Ok(BoundCard {
             _proc: proc,

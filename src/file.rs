@@ -15,22 +15,27 @@ use crate::{
         OwnerId,
         Reentry,
         Requester,
-        Wait,
         LOCK_COUNT, //
     },
     card::Card,
     rust_ext::chrdev::FileOperations,
+    tlb::TlbError,
     uapi::{
         self,
+        AllocateTlbIn,
+        AllocateTlbOut,
         DeviceInfoOut,
         DriverInfoOut,
+        FreeTlbIn,
         LockAcquire,
         LockAcquireSet,
         LockCtlIn,
         LockCtlOut,
         LockQuery,
-        LockRelease, //
+        LockRelease,
+        TlbAllocate, //
     },
+    wait::Wait,
     VERSION, //
 };
 use kernel::{
@@ -84,6 +89,7 @@ impl FileOperations for Card {
 
     fn release(open: KBox<OpenFile>, _file: &File) {
         open.card.arbiter.release_all(open.owner);
+        open.card.tlb.free_all(open.owner);
         open.card.remove_opener(open.owner);
     }
 
@@ -100,6 +106,9 @@ impl FileOperations for Card {
             Command::AcquireSet => open.acquire_set(arg),
             Command::Release => open.release(arg),
             Command::Query => open.query(arg),
+            Command::AllocateTlb => open.allocate_tlb(arg),
+            Command::FreeTlb => open.free_tlb(arg),
+            Command::TlbAllocate => open.tlb_allocate(arg),
         }?;
         Ok(0)
     }
@@ -114,6 +123,9 @@ enum Command {
     AcquireSet,
     Release,
     Query,
+    AllocateTlb,
+    FreeTlb,
+    TlbAllocate,
 }
 
 impl Command {
@@ -122,6 +134,8 @@ impl Command {
             uapi::GET_DEVICE_INFO => return Some(Self::GetDeviceInfo),
             uapi::GET_DRIVER_INFO => return Some(Self::GetDriverInfo),
             uapi::LOCK_CTL => return Some(Self::LockCtl),
+            uapi::ALLOCATE_TLB => return Some(Self::AllocateTlb),
+            uapi::FREE_TLB => return Some(Self::FreeTlb),
             _ => {}
         }
         // Our commands carry their struct's size, which grows with new
@@ -134,6 +148,7 @@ impl Command {
             uapi::LOCK_ACQUIRE_SET_NR => (Self::AcquireSet, LockAcquireSet::SIZE),
             uapi::LOCK_RELEASE_NR => (Self::Release, LockRelease::SIZE),
             uapi::LOCK_QUERY_NR => (Self::Query, LockQuery::SIZE),
+            uapi::TLB_ALLOCATE_NR => (Self::TlbAllocate, TlbAllocate::SIZE),
             _ => return None,
         };
         (_IOC_SIZE(cmd) >= first_size).then_some(command)
@@ -233,6 +248,21 @@ impl AcquireError {
             Self::Interrupted => (ERESTARTNOHAND, None),
             Self::Gone => (ENODEV, None),
             Self::NoMemory => (ENOMEM, None),
+        }
+    }
+}
+
+impl TlbError {
+    /// The errno of the new command; ALLOCATE_TLB says `ENOMEM` for
+    /// [`TlbError::Busy`], as the C driver does.
+    fn errno(self) -> Error {
+        match self {
+            Self::NoSuchSize => EINVAL,
+            Self::Busy => EBUSY,
+            Self::TimedOut => ETIMEDOUT,
+            Self::Interrupted => ERESTARTNOHAND,
+            Self::Gone => ENODEV,
+            Self::NoMemory => ENOMEM,
         }
     }
 }
@@ -451,5 +481,70 @@ impl OpenFile {
         request.owner_died_count = info.stats.owner_died;
         request.spurious_wakeups = info.stats.spurious_wakeups;
         write_back(arg, &request.encode())
+    }
+
+    /// The C driver's ALLOCATE_TLB: never waits (`ENOMEM` when no window of
+    /// the size is free, or earlier waiters of the size are queued), always
+    /// writes its 32 output bytes, and frees the window if that write fails.
+    /// Its reserved input is not checked, as in the C driver.
+    fn allocate_tlb(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; AllocateTlbIn::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        let request = AllocateTlbIn::decode(&bytes);
+        let window = self
+            .card
+            .tlb
+            .allocate(self.owner, request.size, Requester::current(), Wait::Try)
+            .map_err(|e| match e {
+                TlbError::Busy => ENOMEM,
+                e => e.errno(),
+            })?;
+        let answer = AllocateTlbOut {
+            id: window.id,
+            reserved0: 0,
+            mmap_offset_uc: window.mmap_offset_uc,
+            mmap_offset_wc: window.mmap_offset_wc,
+            reserved1: 0,
+        };
+        let written = write_back(arg.wrapping_add(AllocateTlbIn::SIZE), &answer.encode());
+        if written.is_err() {
+            // The caller cannot know the id: the window must not leak.
+            self.card.tlb.free(self.owner, window.id)?;
+        }
+        written
+    }
+
+    fn free_tlb(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; FreeTlbIn::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        self.card.tlb.free(self.owner, FreeTlbIn::decode(&bytes).id)
+    }
+
+    fn tlb_allocate(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; TlbAllocate::SIZE];
+        read_extensible(arg, &mut bytes)?;
+        let mut request = TlbAllocate::decode(&bytes);
+        if request.reserved0 != 0 {
+            return Err(EINVAL);
+        }
+        let wait = wait_from_flags(request.flags, request.deadline_ns)?;
+        let window = self
+            .card
+            .tlb
+            .allocate(self.owner, request.size, Requester::current(), wait)
+            .map_err(TlbError::errno)?;
+        request.id = window.id;
+        request.mmap_offset_uc = window.mmap_offset_uc;
+        request.mmap_offset_wc = window.mmap_offset_wc;
+        request.waited_ns = window.waited_ns;
+        let written = write_back(arg, &request.encode());
+        if written.is_err() {
+            self.card.tlb.free(self.owner, window.id)?;
+        }
+        written
     }
 }

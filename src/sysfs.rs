@@ -9,6 +9,9 @@
 //! sysfs-class-tenstorrent): 64 locks times a dozen values would be 800
 //! files, and the values of one lock are only consistent when read together.
 //! A line always fits in a page, however many waiters there are.
+//!
+//! `/sys/class/tenstorrent/tenstorrent!N/tlb/SIZE` (SIZE = 1M, 2M, 16M, 4G,
+//! those of the card's layout) shows a TLB window class the same way.
 
 use crate::{
     arbiter::LOCK_COUNT,
@@ -28,9 +31,28 @@ use core::fmt::{
 /// The names of the well-known locks, used by UMD; the others are named by
 /// their index.
 const WELL_KNOWN: [&str; 22] = [
-    "ETH00", "ETH01", "ETH02", "ETH03", "ETH04", "ETH05", "ETH06", "ETH07", "ETH08", "ETH09",
-    "ETH10", "ETH11", "ETH12", "ETH13", "ETH14", "ETH15", "ARC_MSG", "REMOTE_ARC_MSG", "NON_MMIO",
-    "MEM_BARRIER", "CHIP_IN_USE", "PCIE_DMA",
+    "ETH00",
+    "ETH01",
+    "ETH02",
+    "ETH03",
+    "ETH04",
+    "ETH05",
+    "ETH06",
+    "ETH07",
+    "ETH08",
+    "ETH09",
+    "ETH10",
+    "ETH11",
+    "ETH12",
+    "ETH13",
+    "ETH14",
+    "ETH15",
+    "ARC_MSG",
+    "REMOTE_ARC_MSG",
+    "NON_MMIO",
+    "MEM_BARRIER",
+    "CHIP_IN_USE",
+    "PCIE_DMA",
 ];
 
 /// Writes the name of lock `index`.
@@ -49,8 +71,12 @@ fn write_comm(out: &mut impl Write, comm: &[u8]) -> fmt::Result {
     Ok(())
 }
 
+const LOCKS: u32 = 0;
+const TLB: u32 = 1;
+
 indexed_attribute_group!(
     LOCKS_GROUP: Card,
+    LOCKS,
     c"locks",
     [
         c"00",
@@ -120,11 +146,69 @@ indexed_attribute_group!(
     ]
 );
 
+/// The TLB window sizes of every layout; a card shows those of its own.
+const TLB_SIZES: [u64; 4] = [1 << 20, 2 << 20, 16 << 20, 4 << 30];
+
+indexed_attribute_group!(
+    TLB_GROUP: Card,
+    TLB,
+    c"tlb",
+    [c"1M", c"2M", c"16M", c"4G"]
+);
+
 /// The attribute groups of a card's class device.
-pub(crate) static CARD_GROUPS: AttributeGroups<1> = AttributeGroups::new([&LOCKS_GROUP]);
+pub(crate) static CARD_GROUPS: AttributeGroups<2> =
+    AttributeGroups::new([&LOCKS_GROUP, &TLB_GROUP]);
 
 impl ShowAttribute for Card {
-    fn show(&self, index: usize, out: &mut Page<'_>) -> fmt::Result {
+    fn show(&self, group: u32, index: usize, out: &mut Page<'_>) -> fmt::Result {
+        match group {
+            LOCKS => self.show_lock(index, out),
+            TLB => self.show_tlb_class(index, out),
+            _ => Ok(()),
+        }
+    }
+
+    fn is_visible(&self, group: u32, index: usize) -> bool {
+        group != TLB || self.tlb_class_of(index).is_some()
+    }
+}
+
+impl Card {
+    /// The class of the card's layout whose size is `TLB_SIZES[index]`.
+    fn tlb_class_of(&self, index: usize) -> Option<usize> {
+        let size = *TLB_SIZES.get(index)?;
+        self.tlb
+            .layout()
+            .classes()
+            .iter()
+            .position(|c| c.size == size && c.total > 0)
+    }
+
+    fn show_tlb_class(&self, index: usize, out: &mut Page<'_>) -> fmt::Result {
+        let Some(class) = self.tlb_class_of(index) else {
+            return Ok(());
+        };
+        let Ok(info) = self.tlb.class_info(class) else {
+            return writeln!(out, "unavailable");
+        };
+        write!(
+            out,
+            "size={} windows={} kernel={} free={} waiters={} holders=",
+            info.class.size, info.class.total, info.class.kept, info.free, info.waiters
+        )?;
+        for (n, (pid, comm, count)) in info.holders.iter().enumerate() {
+            if n > 0 {
+                out.write_char(',')?;
+            }
+            write!(out, "{pid}/")?;
+            write_comm(out, comm)?;
+            write!(out, "/{count}")?;
+        }
+        out.write_char('\n')
+    }
+
+    fn show_lock(&self, index: usize, out: &mut Page<'_>) -> fmt::Result {
         if index >= LOCK_COUNT {
             return Ok(());
         }

@@ -23,7 +23,9 @@ mod registry;
 #[path = "../rust/mod.rs"]
 mod rust_ext;
 mod sysfs;
+mod tlb;
 mod uapi;
+mod wait;
 
 use crate::driver::TenstorrentDriver;
 use crate::registry::Registry;
@@ -64,10 +66,28 @@ module! {
     authors: ["tt-arbiter developers"],
     description: "Tenstorrent PCIe accelerators: device nodes and resource arbitration",
     license: "GPL",
+    params: {
+        emulated_tlb_layout: u32 {
+            default: 0,
+            description: "TLB window layout of devices that are neither Wormhole nor Blackhole \
+                (bound through new_id, e.g. emulated): 0 = Wormhole, 1 = Blackhole",
+        },
+    },
+}
+
+/// Refuses to load with a parameter value that means nothing.
+fn check_parameters() -> Result {
+    let layout = module_parameters::emulated_tlb_layout.value();
+    if layout != driver::EMULATE_WORMHOLE && layout != driver::EMULATE_BLACKHOLE {
+        pr_err!("emulated_tlb_layout={layout}: must be 0 (Wormhole) or 1 (Blackhole)\n");
+        return Err(EINVAL);
+    }
+    Ok(())
 }
 
 #[pin_data]
 struct TenstorrentModule {
+    _param: (),
     // Fields drop in order: the registry lets go of the class first (each
     // bound card keeps its own reference), then the driver unbinds the cards.
     _registry: Registry,
@@ -78,6 +98,7 @@ struct TenstorrentModule {
 impl kernel::InPlaceModule for TenstorrentModule {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
+            _param: check_parameters()?,
             _registry: Registry::new(c"tenstorrent")?,
             _driver <- kernel::driver::Registration::new(c"tenstorrent", module),
         })

@@ -16,11 +16,14 @@ pub(crate) const IOCTL_MAGIC: u32 = 0xFA;
 pub(crate) const GET_DEVICE_INFO: u32 = _IO(IOCTL_MAGIC, 0);
 pub(crate) const GET_DRIVER_INFO: u32 = _IO(IOCTL_MAGIC, 5);
 pub(crate) const LOCK_CTL: u32 = _IO(IOCTL_MAGIC, 8);
+pub(crate) const ALLOCATE_TLB: u32 = _IO(IOCTL_MAGIC, 11);
+pub(crate) const FREE_TLB: u32 = _IO(IOCTL_MAGIC, 12);
 
 pub(crate) const LOCK_ACQUIRE_NR: u32 = 0x40;
 pub(crate) const LOCK_ACQUIRE_SET_NR: u32 = 0x41;
 pub(crate) const LOCK_RELEASE_NR: u32 = 0x42;
 pub(crate) const LOCK_QUERY_NR: u32 = 0x43;
+pub(crate) const TLB_ALLOCATE_NR: u32 = 0x44;
 
 /// `driver_version` of GET_DRIVER_INFO: the C driver's API version.
 pub(crate) const DRIVER_API_VERSION: u32 = 2;
@@ -215,6 +218,45 @@ abi_struct!(
     }
 );
 
+abi_struct!(
+    /// `struct tenstorrent_allocate_tlb_in`.
+    AllocateTlbIn {
+        size: u64,
+        reserved: u64,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_allocate_tlb_out`.
+    AllocateTlbOut {
+        id: u32,
+        reserved0: u32,
+        mmap_offset_uc: u64,
+        mmap_offset_wc: u64,
+        reserved1: u64,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_free_tlb_in`.
+    FreeTlbIn { id: u32 }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_tlb_allocate`.
+    TlbAllocate {
+        argsz: u32,
+        flags: u32,
+        size: u64,
+        deadline_ns: u64,
+        id: u32,
+        reserved0: u32,
+        mmap_offset_uc: u64,
+        mmap_offset_wc: u64,
+        waited_ns: u64,
+    }
+);
+
 // The sizes of the C header; the host tests check the header against the
 // userspace crate, these keep the kernel's side in step with both.
 const _: () = assert!(DeviceInfoOut::SIZE == 20);
@@ -225,3 +267,7 @@ const _: () = assert!(LockAcquire::SIZE == 40);
 const _: () = assert!(LockAcquireSet::SIZE == 48);
 const _: () = assert!(LockRelease::SIZE == 16);
 const _: () = assert!(LockQuery::SIZE == 80);
+const _: () = assert!(AllocateTlbIn::SIZE == 16);
+const _: () = assert!(AllocateTlbOut::SIZE == 32);
+const _: () = assert!(FreeTlbIn::SIZE == 4);
+const _: () = assert!(TlbAllocate::SIZE == 56);

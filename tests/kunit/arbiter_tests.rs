@@ -7,6 +7,7 @@
 //! queued without sleeping, so each step is deterministic.
 
 use super::*;
+use crate::wait::Wait;
 
 fn new_arbiter() -> Result<Pin<KBox<Arbiter>>> {
     KBox::pin_init(Arbiter::new(), GFP_KERNEL)

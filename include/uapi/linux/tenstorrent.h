@@ -35,6 +35,8 @@
 #define TENSTORRENT_IOCTL_GET_DEVICE_INFO	_IO(TENSTORRENT_IOCTL_MAGIC, 0)
 #define TENSTORRENT_IOCTL_GET_DRIVER_INFO	_IO(TENSTORRENT_IOCTL_MAGIC, 5)
 #define TENSTORRENT_IOCTL_LOCK_CTL		_IO(TENSTORRENT_IOCTL_MAGIC, 8)
+#define TENSTORRENT_IOCTL_ALLOCATE_TLB		_IO(TENSTORRENT_IOCTL_MAGIC, 11)
+#define TENSTORRENT_IOCTL_FREE_TLB		_IO(TENSTORRENT_IOCTL_MAGIC, 12)
 
 /*
  * The "output_size_bytes" rule of the three commands above: the kernel reads
@@ -130,6 +132,54 @@ struct tenstorrent_lock_ctl {
 	struct tenstorrent_lock_ctl_out out;
 };
 
+/*
+ * TLB windows. Each card has a fixed set of BAR windows in size classes:
+ *   Wormhole:  156 x 1 MiB (ids 0-155), 10 x 2 MiB (156-165),
+ *              20 x 16 MiB (166-185; 185 is kept by the kernel)
+ *   Blackhole: 202 x 2 MiB (ids 0-201; 201 is kept by the kernel),
+ *              BAR4 size / 4 GiB x 4 GiB (from 202; 8 on a full card)
+ * Ids count across the classes in that order, and so do the windows' BAR
+ * offsets (each class packed after the previous one; Blackhole's 4 GiB
+ * windows live in BAR4, whose offsets start after BAR0's 512 MiB).
+ *
+ * ALLOCATE_TLB: `size` must equal a window size of the card exactly
+ * (EINVAL otherwise); the lowest free window of that size is taken; ENOMEM
+ * when none is free or earlier waiters of that size are queued (see
+ * TLB_ALLOCATE). It has no output_size_bytes: the kernel always writes the
+ * 32 bytes of `out`, and frees the window if that write fails (EFAULT).
+ * `in.reserved` is not checked. FREE_TLB: EINVAL for an id >= 256, EPERM
+ * for a window this file does not hold. Windows are freed on last close.
+ */
+#define TENSTORRENT_TLB_MAX_WINDOWS	256
+#define TENSTORRENT_MMAP_OFFSET_TLB_UC	(6ULL << 36)	/* + window's BAR offset */
+#define TENSTORRENT_MMAP_OFFSET_TLB_WC	(7ULL << 36)
+
+struct tenstorrent_allocate_tlb_in {
+	__u64 size;
+	__u64 reserved;
+};
+
+struct tenstorrent_allocate_tlb_out {
+	__u32 id;
+	__u32 reserved0;
+	__u64 mmap_offset_uc;
+	__u64 mmap_offset_wc;
+	__u64 reserved1;
+};
+
+struct tenstorrent_allocate_tlb {
+	struct tenstorrent_allocate_tlb_in in;
+	struct tenstorrent_allocate_tlb_out out;
+};
+
+struct tenstorrent_free_tlb_in {
+	__u32 id;
+};
+
+struct tenstorrent_free_tlb {
+	struct tenstorrent_free_tlb_in in;
+};
+
 /* ---- Commands of tt-arbiter (extensible) ----------------------------- */
 
 /*
@@ -221,6 +271,27 @@ struct tenstorrent_lock_query {
 	__u64 spurious_wakeups;
 };
 
+/*
+ * TLB_ALLOCATE: allocate a TLB window of `size` bytes, waiting for one if
+ * none is free: blocking by default, or NONBLOCK (EBUSY), or until
+ * DEADLINE (ETIMEDOUT, never early; a deadline already past is a try).
+ * Waiters of one size are served in arrival order, and a freed window goes
+ * straight to the longest waiter of its size. Errors as ACQUIRE (EINTR,
+ * ENODEV), EINVAL for a size that is not one of the card's window sizes.
+ * Free the window with FREE_TLB.
+ */
+struct tenstorrent_tlb_allocate {
+	__u32 argsz;		/* in */
+	__u32 flags;		/* in: TENSTORRENT_LOCK_NONBLOCK | _DEADLINE */
+	__u64 size;		/* in: window size in bytes */
+	__u64 deadline_ns;	/* in */
+	__u32 id;		/* out */
+	__u32 reserved0;	/* in: 0 */
+	__u64 mmap_offset_uc;	/* out */
+	__u64 mmap_offset_wc;	/* out */
+	__u64 waited_ns;	/* out */
+};
+
 #define TENSTORRENT_IOCTL_LOCK_ACQUIRE \
 	_IOWR(TENSTORRENT_IOCTL_MAGIC, 0x40, struct tenstorrent_lock_acquire)
 #define TENSTORRENT_IOCTL_LOCK_ACQUIRE_SET \
@@ -229,5 +300,7 @@ struct tenstorrent_lock_query {
 	_IOWR(TENSTORRENT_IOCTL_MAGIC, 0x42, struct tenstorrent_lock_release)
 #define TENSTORRENT_IOCTL_LOCK_QUERY \
 	_IOWR(TENSTORRENT_IOCTL_MAGIC, 0x43, struct tenstorrent_lock_query)
+#define TENSTORRENT_IOCTL_TLB_ALLOCATE \
+	_IOWR(TENSTORRENT_IOCTL_MAGIC, 0x44, struct tenstorrent_tlb_allocate)
 
 #endif /* _UAPI_LINUX_TENSTORRENT_H */

@@ -277,6 +277,70 @@ abi_struct! {
         /// expired deadline (stays 0 with FIFO hand-off).
         pub spurious_wakeups: u64,
     }
+
+    /// ALLOCATE_TLB input (the C driver's layout).
+    "tenstorrent_allocate_tlb_in" => pub struct AllocateTlbIn {
+        /// Window size in bytes: one of the card's window sizes.
+        pub size: u64,
+        /// Not checked.
+        pub reserved: u64,
+    }
+
+    /// ALLOCATE_TLB output, always written.
+    "tenstorrent_allocate_tlb_out" => pub struct AllocateTlbOut {
+        /// Window id.
+        pub id: u32,
+        /// Zero.
+        pub reserved0: u32,
+        /// mmap offset of the window, uncached.
+        pub mmap_offset_uc: u64,
+        /// mmap offset of the window, write-combined.
+        pub mmap_offset_wc: u64,
+        /// Zero.
+        pub reserved1: u64,
+    }
+
+    /// ALLOCATE_TLB argument.
+    "tenstorrent_allocate_tlb" => pub struct AllocateTlb {
+        /// In.
+        pub input: AllocateTlbIn as "in",
+        /// Out.
+        pub output: AllocateTlbOut as "out",
+    }
+
+    /// FREE_TLB input.
+    "tenstorrent_free_tlb_in" => pub struct FreeTlbIn {
+        /// Window id.
+        pub id: u32,
+    }
+
+    /// FREE_TLB argument.
+    "tenstorrent_free_tlb" => pub struct FreeTlb {
+        /// In.
+        pub input: FreeTlbIn as "in",
+    }
+
+    /// TLB_ALLOCATE argument.
+    "tenstorrent_tlb_allocate" => pub struct TlbAllocate {
+        /// In: `size_of::<TlbAllocate>()`.
+        pub argsz: u32,
+        /// In: `LOCK_NONBLOCK` or `LOCK_DEADLINE`.
+        pub flags: u32,
+        /// In: window size in bytes.
+        pub size: u64,
+        /// In: absolute `CLOCK_MONOTONIC` deadline, with `LOCK_DEADLINE`.
+        pub deadline_ns: u64,
+        /// Out: window id.
+        pub id: u32,
+        /// In: 0.
+        pub reserved0: u32,
+        /// Out: mmap offset, uncached.
+        pub mmap_offset_uc: u64,
+        /// Out: mmap offset, write-combined.
+        pub mmap_offset_wc: u64,
+        /// Out: time spent waiting.
+        pub waited_ns: u64,
+    }
 }
 
 /// An all-zero struct with `argsz` set, for the extensible commands.
@@ -294,7 +358,13 @@ macro_rules! extensible {
         }
     )*};
 }
-extensible!(LockAcquire, LockAcquireSet, LockRelease, LockQuery);
+extensible!(
+    LockAcquire,
+    LockAcquireSet,
+    LockRelease,
+    LockQuery,
+    TlbAllocate
+);
 
 // ---- constants ------------------------------------------------------------
 
@@ -307,6 +377,18 @@ pub const IOCTL_GET_DEVICE_INFO: u32 = io(IOCTL_MAGIC, 0);
 pub const IOCTL_GET_DRIVER_INFO: u32 = io(IOCTL_MAGIC, 5);
 /// LOCK_CTL, `_IO(0xFA, 8)`.
 pub const IOCTL_LOCK_CTL: u32 = io(IOCTL_MAGIC, 8);
+/// ALLOCATE_TLB, `_IO(0xFA, 11)` (C driver).
+pub const IOCTL_ALLOCATE_TLB: u32 = io(IOCTL_MAGIC, 11);
+/// FREE_TLB, `_IO(0xFA, 12)` (C driver).
+pub const IOCTL_FREE_TLB: u32 = io(IOCTL_MAGIC, 12);
+/// TLB_ALLOCATE, `_IOWR(0xFA, 0x44, struct tenstorrent_tlb_allocate)`.
+pub const IOCTL_TLB_ALLOCATE: u32 = iowr(IOCTL_MAGIC, 0x44, size_of::<TlbAllocate>());
+/// Window ids are below this.
+pub const TLB_MAX_WINDOWS: u32 = 256;
+/// mmap offset space of uncached TLB windows (plus the window's BAR offset).
+pub const MMAP_OFFSET_TLB_UC: u64 = 6 << 36;
+/// mmap offset space of write-combined TLB windows.
+pub const MMAP_OFFSET_TLB_WC: u64 = 7 << 36;
 /// ACQUIRE, `_IOWR(0xFA, 0x40, struct tenstorrent_lock_acquire)`.
 pub const IOCTL_LOCK_ACQUIRE: u32 = iowr(IOCTL_MAGIC, 0x40, size_of::<LockAcquire>());
 /// ACQUIRE_SET, `_IOWR(0xFA, 0x41, struct tenstorrent_lock_acquire_set)`.
@@ -412,6 +494,12 @@ pub const DEFINES: &[(&str, u64)] = &[
     ),
     ("TENSTORRENT_IOCTL_LOCK_RELEASE", IOCTL_LOCK_RELEASE as u64),
     ("TENSTORRENT_IOCTL_LOCK_QUERY", IOCTL_LOCK_QUERY as u64),
+    ("TENSTORRENT_IOCTL_ALLOCATE_TLB", IOCTL_ALLOCATE_TLB as u64),
+    ("TENSTORRENT_IOCTL_FREE_TLB", IOCTL_FREE_TLB as u64),
+    ("TENSTORRENT_IOCTL_TLB_ALLOCATE", IOCTL_TLB_ALLOCATE as u64),
+    ("TENSTORRENT_TLB_MAX_WINDOWS", TLB_MAX_WINDOWS as u64),
+    ("TENSTORRENT_MMAP_OFFSET_TLB_UC", MMAP_OFFSET_TLB_UC),
+    ("TENSTORRENT_MMAP_OFFSET_TLB_WC", MMAP_OFFSET_TLB_WC),
 ];
 
 // ---- well-known lock names --------------------------------------------------
@@ -493,6 +581,12 @@ mod tests {
         entry::<LockAcquireSet>(&mut m);
         entry::<LockRelease>(&mut m);
         entry::<LockQuery>(&mut m);
+        entry::<AllocateTlbIn>(&mut m);
+        entry::<AllocateTlbOut>(&mut m);
+        entry::<AllocateTlb>(&mut m);
+        entry::<FreeTlbIn>(&mut m);
+        entry::<FreeTlb>(&mut m);
+        entry::<TlbAllocate>(&mut m);
         m
     }
 

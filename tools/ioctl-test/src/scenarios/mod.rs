@@ -7,6 +7,7 @@ mod locks;
 mod sets;
 mod sharing;
 mod stress;
+mod tlb;
 mod validation;
 
 use crate::harness::Scenario;
@@ -55,7 +56,13 @@ pub const ALL: &[Scenario] = scenarios! {
     "validation/wrong_size_bits_enotty" => validation::wrong_size_bits_enotty;
     "stress/mutual_exclusion" => stress::mutual_exclusion, 180;
     "stress/overlapping_sets" => stress::overlapping_sets, 180;
+    "tlb/layout_counts_wormhole" => tlb::layout_counts_wormhole;
+    "tlb/errors_and_permissions" => tlb::errors_and_permissions;
+    "tlb/enomem_vs_blocking" => tlb::enomem_vs_blocking;
+    "tlb/fifo_and_release_on_kill" => tlb::fifo_and_release_on_kill;
+    "tlb/unbind_wakes_tlb_waiters" => tlb::unbind_wakes_tlb_waiters;
     "lifecycle/module_unload_refused_while_open" => lifecycle::module_unload_refused_while_open;
     "lifecycle/unbind_with_open_file" => lifecycle::unbind_with_open_file;
     "lifecycle/unbind_wakes_waiters" => lifecycle::unbind_wakes_waiters;
+    "lifecycle/tlb_layout_blackhole" => tlb::layout_blackhole;
 };

@@ -1,0 +1,484 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! TLB windows: the card's BAR windows, handed out like locks.
+//!
+//! A card has a fixed set of windows in a few size classes. Windows of one
+//! class are interchangeable: a request names a size and gets the lowest
+//! free window of that size. Windows are owned by open files and freed on
+//! the last close, like locks; a request that waits is served in arrival
+//! order within its class, and a free window goes straight to the longest
+//! waiter of its class, which alone is woken. Waiting uses the same sleep
+//! as the locks ([`crate::wait`]), so grants are never lost and deadlines
+//! never end early.
+//!
+//! Invariant: a class has waiters only while none of its windows is free.
+
+use crate::{
+    arbiter::{
+        OwnerId,
+        Requester, //
+    },
+    rust_ext::{
+        task::TASK_COMM_LEN,
+        time::monotonic_ns, //
+    },
+    wait::{
+        self,
+        Wait,
+        Woken, //
+    },
+};
+use kernel::{
+    new_condvar, new_mutex,
+    prelude::*,
+    sync::{
+        Arc,
+        CondVar,
+        LockedBy,
+        Mutex, //
+    },
+};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// Window ids are below this; FREE_TLB of a larger id is `EINVAL`.
+pub(crate) const MAX_WINDOWS: u32 = 256;
+
+/// The mmap offset spaces of a window: uncached and write-combined, each
+/// followed by the window's offset in BAR0 (BAR4 windows come after BAR0's
+/// size).
+const MMAP_OFFSET_UC: u64 = 6 << 36;
+const MMAP_OFFSET_WC: u64 = 7 << 36;
+
+/// Most size classes a layout has.
+pub(crate) const MAX_CLASSES: usize = 3;
+
+/// Windows of one size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SizeClass {
+    pub(crate) size: u64,
+    /// Windows of this size, those the kernel keeps included.
+    pub(crate) total: u32,
+    /// Windows at the end of the class that the kernel keeps for itself.
+    pub(crate) kept: u32,
+    /// Offset of the first window, as the mmap offsets count it.
+    pub(crate) base: u64,
+}
+
+/// The card families, each with its window layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    Wormhole,
+    Blackhole,
+}
+
+/// The windows of a card, by class, in id order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Layout {
+    pub(crate) family: Family,
+    classes: [SizeClass; MAX_CLASSES],
+    count: usize,
+}
+
+impl Layout {
+    /// Wormhole: 156 x 1 MiB, 10 x 2 MiB, 20 x 16 MiB (the last one kept by
+    /// the kernel), packed in that order in BAR0.
+    pub(crate) const fn wormhole() -> Self {
+        Self {
+            family: Family::Wormhole,
+            classes: [
+                SizeClass {
+                    size: MIB,
+                    total: 156,
+                    kept: 0,
+                    base: 0,
+                },
+                SizeClass {
+                    size: 2 * MIB,
+                    total: 10,
+                    kept: 0,
+                    base: 156 * MIB,
+                },
+                SizeClass {
+                    size: 16 * MIB,
+                    total: 20,
+                    kept: 1,
+                    base: 176 * MIB,
+                },
+            ],
+            count: 3,
+        }
+    }
+
+    /// Blackhole: 202 x 2 MiB in BAR0 (the last one kept by the kernel) and
+    /// `windows_4g` x 4 GiB in BAR4 (its size / 4 GiB; 8 on a full card),
+    /// whose offsets start after BAR0's 512 MiB.
+    pub(crate) const fn blackhole(windows_4g: u32) -> Self {
+        let unused = SizeClass {
+            size: 0,
+            total: 0,
+            kept: 0,
+            base: 0,
+        };
+        Self {
+            family: Family::Blackhole,
+            classes: [
+                SizeClass {
+                    size: 2 * MIB,
+                    total: 202,
+                    kept: 1,
+                    base: 0,
+                },
+                SizeClass {
+                    size: 4 * GIB,
+                    total: windows_4g,
+                    kept: 0,
+                    base: 512 * MIB,
+                },
+                unused,
+            ],
+            count: 2,
+        }
+    }
+
+    /// The size classes, in id order.
+    pub(crate) fn classes(&self) -> &[SizeClass] {
+        &self.classes[..self.count]
+    }
+
+    /// Windows in all, kept ones included.
+    fn total(&self) -> usize {
+        self.classes().iter().map(|c| c.total as usize).sum()
+    }
+
+    /// The class of windows of exactly `size` bytes.
+    fn class_of_size(&self, size: u64) -> Option<usize> {
+        self.classes()
+            .iter()
+            .position(|c| c.size == size && c.total > c.kept)
+    }
+
+    /// The ids of class `class`: the windows a file may be given.
+    fn ids(&self, class: usize) -> core::ops::Range<usize> {
+        let first: usize = self.classes()[..class]
+            .iter()
+            .map(|c| c.total as usize)
+            .sum();
+        let c = &self.classes()[class];
+        first..first + (c.total - c.kept) as usize
+    }
+
+    /// The class and position in it of window `id`.
+    fn locate(&self, id: usize) -> Option<(usize, usize)> {
+        let mut first = 0;
+        for (class, c) in self.classes().iter().enumerate() {
+            if id < first + c.total as usize {
+                return Some((class, id - first));
+            }
+            first += c.total as usize;
+        }
+        None
+    }
+
+    /// The window `id` as ALLOCATE_TLB reports it.
+    fn window(&self, id: usize) -> Option<Window> {
+        let (class, position) = self.locate(id)?;
+        let c = &self.classes()[class];
+        let offset = c.base + position as u64 * c.size;
+        Some(Window {
+            id: id as u32,
+            mmap_offset_uc: MMAP_OFFSET_UC + offset,
+            mmap_offset_wc: MMAP_OFFSET_WC + offset,
+            waited_ns: 0,
+        })
+    }
+}
+
+/// An allocated window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub(crate) id: u32,
+    pub(crate) mmap_offset_uc: u64,
+    pub(crate) mmap_offset_wc: u64,
+    /// Time spent waiting, in nanoseconds.
+    pub(crate) waited_ns: u64,
+}
+
+/// Why a window was not allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TlbError {
+    /// No window class of that size.
+    NoSuchSize,
+    /// None free at once (or earlier waiters of the class are queued).
+    Busy,
+    TimedOut,
+    Interrupted,
+    Gone,
+    NoMemory,
+}
+
+/// A class as sysfs shows it.
+pub(crate) struct ClassInfo {
+    pub(crate) class: SizeClass,
+    pub(crate) free: u32,
+    pub(crate) waiters: u32,
+    /// Each holding process: pid in the reader's namespace, comm, windows.
+    pub(crate) holders: KVec<(u32, [u8; TASK_COMM_LEN], u32)>,
+}
+
+struct Holder {
+    owner: OwnerId,
+    who: Requester,
+}
+
+#[pin_data]
+struct Waiter {
+    #[pin]
+    wake: CondVar,
+    owner: OwnerId,
+    class: usize,
+    who: Requester,
+    /// The window granted, set under the pool's mutex.
+    grant: LockedBy<Option<usize>, State>,
+}
+
+struct State {
+    gone: bool,
+    /// The holder of each window, by id.
+    holders: KVec<Option<Holder>>,
+    /// The waiters of each class, in arrival order.
+    queues: [KVec<Arc<Waiter>>; MAX_CLASSES],
+}
+
+/// The TLB windows of one card.
+#[pin_data]
+pub(crate) struct TlbPool {
+    layout: Layout,
+    #[pin]
+    state: Mutex<State>,
+}
+
+impl TlbPool {
+    /// A pool of `layout`'s windows, all free.
+    pub(crate) fn new(layout: Layout) -> Result<impl PinInit<Self>> {
+        let mut holders = KVec::with_capacity(layout.total(), GFP_KERNEL)?;
+        for _ in 0..layout.total() {
+            holders.push(None, GFP_KERNEL)?;
+        }
+        Ok(pin_init!(Self {
+            layout,
+            state <- new_mutex!(State {
+                gone: false,
+                holders,
+                queues: [KVec::new(), KVec::new(), KVec::new()],
+            }),
+        }))
+    }
+
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Allocates the lowest free window of `size` bytes for `owner`.
+    pub(crate) fn allocate(
+        &self,
+        owner: OwnerId,
+        size: u64,
+        who: Requester,
+        wait: Wait,
+    ) -> Result<Window, TlbError> {
+        let class = self
+            .layout
+            .class_of_size(size)
+            .ok_or(TlbError::NoSuchSize)?;
+        let mut state = self.state.lock();
+        if state.gone {
+            return Err(TlbError::Gone);
+        }
+        if state.queues[class].is_empty() {
+            if let Some(id) = state.lowest_free(&self.layout, class) {
+                state.holders[id] = Some(Holder { owner, who });
+                return self.layout.window(id).ok_or(TlbError::Gone);
+            }
+        }
+        let start = monotonic_ns();
+        if wait.is_over(start) {
+            return Err(TlbError::Busy);
+        }
+        let waiter = Arc::pin_init(
+            pin_init!(Waiter {
+                wake <- new_condvar!("tenstorrent_tlb_waiter"),
+                owner,
+                class,
+                who,
+                grant: LockedBy::new(&self.state, None),
+            }),
+            GFP_KERNEL,
+        )
+        .map_err(|_| TlbError::NoMemory)?;
+        state.queues[class]
+            .push(waiter.clone(), GFP_KERNEL)
+            .map_err(|_| TlbError::NoMemory)?;
+
+        let result = loop {
+            if let Some(settled) = state.settle(&waiter, false, false) {
+                break settled;
+            }
+            let woken = wait::sleep(&waiter.wake, &mut state, wait);
+            if let Some(settled) =
+                state.settle(&waiter, woken == Woken::Signal, woken == Woken::Deadline)
+            {
+                break settled;
+            }
+        };
+        match result {
+            Ok(id) if !state.gone => {
+                let mut window = self.layout.window(id).ok_or(TlbError::Gone)?;
+                window.waited_ns = u64::try_from(monotonic_ns() - start).unwrap_or(0);
+                Ok(window)
+            }
+            Ok(id) => {
+                state.holders[id] = None;
+                Err(TlbError::Gone)
+            }
+            Err(e) => {
+                let queue = &mut state.queues[class];
+                if let Some(position) = queue.iter().position(|w| Arc::ptr_eq(w, &waiter)) {
+                    // Nothing to hand on: the class has no free window,
+                    // or this waiter would not have been waiting.
+                    let _ = queue.remove(position);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Frees window `id` held by `owner`: `EINVAL` for an id no card has,
+    /// `EPERM` when `owner` does not hold it.
+    pub(crate) fn free(&self, owner: OwnerId, id: u32) -> Result {
+        if id >= MAX_WINDOWS {
+            return Err(EINVAL);
+        }
+        let mut state = self.state.lock();
+        if state.gone {
+            return Err(ENODEV);
+        }
+        let id = id as usize;
+        match state.holders.get(id) {
+            Some(Some(holder)) if holder.owner == owner => {
+                state.free_and_hand_off(&self.layout, id);
+                Ok(())
+            }
+            _ => Err(EPERM),
+        }
+    }
+
+    /// Frees every window of `owner`, whose file is closing.
+    pub(crate) fn free_all(&self, owner: OwnerId) {
+        let mut state = self.state.lock();
+        for id in 0..state.holders.len() {
+            if state.holders[id].as_ref().is_some_and(|h| h.owner == owner) {
+                state.free_and_hand_off(&self.layout, id);
+            }
+        }
+    }
+
+    /// The card is going away: every waiter wakes with [`TlbError::Gone`].
+    pub(crate) fn shut_down(&self) {
+        let mut state = self.state.lock();
+        state.gone = true;
+        for queue in state.queues.iter() {
+            for waiter in queue.iter() {
+                waiter.wake.notify_one();
+            }
+        }
+    }
+
+    /// The state of class `class`, with holder pids in the caller's pid
+    /// namespace.
+    pub(crate) fn class_info(&self, class: usize) -> Result<ClassInfo> {
+        let c = *self.layout.classes().get(class).ok_or(EINVAL)?;
+        let state = self.state.lock();
+        let mut holders: KVec<(u32, [u8; TASK_COMM_LEN], u32)> = KVec::new();
+        let mut free = 0;
+        for id in self.layout.ids(class) {
+            let Some(holder) = &state.holders[id] else {
+                free += 1;
+                continue;
+            };
+            let pid = holder.who.pid_for_caller();
+            let comm = holder.who.comm();
+            match holders.iter_mut().find(|(p, c, _)| *p == pid && *c == comm) {
+                Some(entry) => entry.2 += 1,
+                None => holders.push((pid, comm, 1), GFP_KERNEL)?,
+            }
+        }
+        Ok(ClassInfo {
+            class: c,
+            free,
+            waiters: state.queues[class].len() as u32,
+            holders,
+        })
+    }
+}
+
+impl State {
+    fn lowest_free(&self, layout: &Layout, class: usize) -> Option<usize> {
+        layout.ids(class).find(|&id| self.holders[id].is_none())
+    }
+
+    /// Frees window `id` and gives its class's lowest free window (this
+    /// one, by the invariant) to the longest waiter of the class, if any.
+    fn free_and_hand_off(&mut self, layout: &Layout, id: usize) {
+        self.holders[id] = None;
+        if self.gone {
+            return;
+        }
+        let Some((class, _)) = layout.locate(id) else {
+            return;
+        };
+        if self.queues[class].is_empty() {
+            return;
+        }
+        let Ok(waiter) = self.queues[class].remove(0) else {
+            return;
+        };
+        let Some(granted) = self.lowest_free(layout, class) else {
+            return;
+        };
+        self.holders[granted] = Some(Holder {
+            owner: waiter.owner,
+            who: waiter.who.clone(),
+        });
+        *waiter.grant.access_mut(self) = Some(granted);
+        waiter.wake.notify_one();
+    }
+
+    /// Whether a queued waiter is done; a grant always wins (see the
+    /// arbiter's `settle`).
+    fn settle(
+        &self,
+        waiter: &Waiter,
+        interrupted: bool,
+        timed_out: bool,
+    ) -> Option<Result<usize, TlbError>> {
+        if let Some(id) = *waiter.grant.access(self) {
+            return Some(Ok(id));
+        }
+        if self.gone {
+            return Some(Err(TlbError::Gone));
+        }
+        if interrupted {
+            return Some(Err(TlbError::Interrupted));
+        }
+        if timed_out {
+            return Some(Err(TlbError::TimedOut));
+        }
+        None
+    }
+}
+
+#[cfg(CONFIG_KUNIT)]
+#[path = "../tests/kunit/tlb_tests.rs"]
+mod kunit;
