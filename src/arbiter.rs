@@ -147,8 +147,11 @@ pub(crate) struct LockStats {
     pub(crate) contended: u64,
     /// Releases because the holder's file was closed.
     pub(crate) owner_died: u64,
-    /// Wake-ups of a waiter that found no grant, no signal, no deadline
-    /// passed and the card still there. FIFO hand-off keeps this at 0.
+    /// Wake-ups by the driver of a waiter that then found no grant and the
+    /// card still there: a waiter woken for nothing. FIFO hand-off wakes
+    /// only the waiter it grants, so this stays 0. Wake-ups the driver did
+    /// not send (the scheduler may deliver a late wake-up meant for an
+    /// earlier sleep of the same task) are not counted.
     pub(crate) spurious_wakeups: u64,
     /// Sum and maximum of the waits of contended grants, in nanoseconds.
     pub(crate) total_wait_ns: u64,
@@ -204,6 +207,8 @@ struct Waiter {
     who: Requester,
     /// Set, under the card's mutex, by the release that grants the request.
     grant: LockedBy<Option<Grant>, State>,
+    /// Whether the driver has woken this waiter ([`State::wake`]).
+    notified: LockedBy<bool, State>,
 }
 
 struct State {
@@ -335,6 +340,7 @@ impl Arbiter {
                 mask,
                 who,
                 grant: LockedBy::new(&self.state, None),
+                notified: LockedBy::new(&self.state, false),
             }),
             GFP_KERNEL,
         )
@@ -415,8 +421,9 @@ impl Arbiter {
     pub(crate) fn shut_down(&self) {
         let mut state = self.state.lock();
         state.gone = true;
-        for waiter in state.queue.iter() {
-            waiter.wake.notify_one();
+        for position in 0..state.queue.len() {
+            let waiter = state.queue[position].clone();
+            state.wake(&waiter);
         }
     }
 }
@@ -540,8 +547,15 @@ impl State {
             };
             let owner_died = self.grant(waiter.owner, mask, &waiter.who);
             *waiter.grant.access_mut(self) = Some(Grant { owner_died });
-            waiter.wake.notify_one();
+            self.wake(&waiter);
         }
+    }
+
+    /// Wakes `waiter`, which must have been granted or the card be gone:
+    /// every wake-up the driver sends goes through here.
+    fn wake(&mut self, waiter: &Waiter) {
+        *waiter.notified.access_mut(self) = true;
+        waiter.wake.notify_one();
     }
 
     /// Decides whether a queued waiter is done, after it woke because of a
@@ -582,8 +596,10 @@ impl State {
         }
     }
 
+    /// Counts a wake-up that the driver sent to `waiter` without a grant.
     fn count_spurious(&mut self, waiter: &Waiter) {
-        if waiter.grant.access(self).is_none() && !self.gone {
+        let woken_by_driver = *waiter.notified.access(self);
+        if woken_by_driver && waiter.grant.access(self).is_none() && !self.gone {
             for i in indices(waiter.mask) {
                 self.slots[i].stats.spurious_wakeups += 1;
             }

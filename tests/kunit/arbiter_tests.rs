@@ -302,6 +302,31 @@ mod tests {
     }
 
     #[test]
+    fn only_driver_wakeups_without_grant_are_spurious() -> Result {
+        let a = new_arbiter()?;
+        let (x, y) = (owner(&a), owner(&a));
+        take(&a, x, bit(8)).map_err(|_| EINVAL)?;
+        let w = queue(&a, y, bit(8))?;
+        let mut state = a.state.lock();
+        // A late wake-up the driver did not send: not the driver's fault.
+        state.count_spurious(&w);
+        assert_eq!(state.slots[8].stats.spurious_wakeups, 0);
+        // A wake-up sent without a grant: counted.
+        state.wake(&w);
+        state.count_spurious(&w);
+        assert_eq!(state.slots[8].stats.spurious_wakeups, 1);
+        state.dequeue(&w);
+        drop(state);
+        // A granted waiter's wake-up is not spurious.
+        let w = queue(&a, y, bit(8))?;
+        a.release(x, bit(8))?;
+        let mut state = a.state.lock();
+        state.count_spurious(&w);
+        assert_eq!(state.slots[8].stats.spurious_wakeups, 1);
+        Ok(())
+    }
+
+    #[test]
     fn counters_follow_grants() -> Result {
         let a = new_arbiter()?;
         let (x, y) = (owner(&a), owner(&a));

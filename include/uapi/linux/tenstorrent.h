@@ -264,9 +264,11 @@ struct tenstorrent_lock_query {
 	__u64 contended;	/* out: grants that had to wait */
 	__u64 owner_died_count;	/* out: releases because the holder's file closed */
 	/*
-	 * out: wake-ups of a waiter of this lock that found no grant, no
-	 * signal and no expired deadline. FIFO hand-off wakes only the
-	 * granted waiter, so this stays 0.
+	 * out: wake-ups the driver sent to a waiter of this lock that then
+	 * found no grant (the card still there). FIFO hand-off wakes only
+	 * the granted waiter, so this stays 0. (Late wake-ups that the
+	 * scheduler delivers for an earlier sleep are not the driver's and
+	 * are not counted.)
 	 */
 	__u64 spurious_wakeups;
 };

@@ -340,9 +340,10 @@ pub fn in_at_end_of_mapping() -> TestResult {
 pub fn unknown_ioctls_enotty() -> TestResult {
     let dev = open(0)?;
     let m = abi::IOCTL_MAGIC;
-    let mut cmds: Vec<u32> = [1, 2, 3, 4, 6, 7]
+    // 11 and 12 are ALLOCATE_TLB and FREE_TLB.
+    let mut cmds: Vec<u32> = [1, 2, 3, 4, 6, 7, 9, 10]
         .into_iter()
-        .chain(9..=16)
+        .chain(13..=16)
         .map(|n| abi::io(m, n))
         .collect();
     cmds.extend([
