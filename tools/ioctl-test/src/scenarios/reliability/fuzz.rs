@@ -77,7 +77,11 @@ impl Input {
             Ptr::Null => "null".into(),
             Ptr::Addr(a) => format!("addr:{a:#x}"),
         };
-        let used = self.bytes.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
+        let used = self
+            .bytes
+            .iter()
+            .rposition(|&b| b != 0)
+            .map_or(0, |p| p + 1);
         let hex: String = self.bytes[..used]
             .iter()
             .map(|b| format!("{b:02x}"))
@@ -128,7 +132,10 @@ impl Input {
                 "len" => len = Some(num(v)? as usize),
                 "poke" => {
                     let (o, b) = v.split_once(':').ok_or("poke wants OFF:BYTE")?;
-                    pokes.push((num(o)? as usize, u8::from_str_radix(b, 16).map_err(|e| e.to_string())?));
+                    pokes.push((
+                        num(o)? as usize,
+                        u8::from_str_radix(b, 16).map_err(|e| e.to_string())?,
+                    ));
                 }
                 "bytes" => {
                     ensure!(v.len() % 2 == 0, "odd number of hex digits");
@@ -158,7 +165,9 @@ impl Input {
                     input.expect = match v {
                         "any" => None,
                         "ok" => Some(0),
-                        name => Some(errno_by_name(name).ok_or_else(|| format!("unknown errno {name}"))?),
+                        name => Some(
+                            errno_by_name(name).ok_or_else(|| format!("unknown errno {name}"))?,
+                        ),
                     }
                 }
                 _ => return Err(format!("unknown key {k:?}")),
@@ -309,7 +318,12 @@ fn known(cmd: u32) -> Option<Known> {
         c if c == abi::IOCTL_LOCK_CTL => return Some(Known::LockCtl),
         _ => {}
     }
-    let (dir, ty, nr, size) = (cmd >> 30, (cmd >> 8) & 0xff, cmd & 0xff, (cmd >> 16) & 0x3fff);
+    let (dir, ty, nr, size) = (
+        cmd >> 30,
+        (cmd >> 8) & 0xff,
+        cmd & 0xff,
+        (cmd >> 16) & 0x3fff,
+    );
     if dir != 3 || ty != MAGIC {
         return None;
     }
@@ -352,11 +366,19 @@ fn judge(input: &Input, errno: i32) -> TestResult {
         if vfs_type(input.cmd) {
             return Ok(());
         }
-        ensure!(errno == libc::ENOTTY, "unknown command: got {}, expected ENOTTY", name(errno));
+        ensure!(
+            errno == libc::ENOTTY,
+            "unknown command: got {}, expected ENOTTY",
+            name(errno)
+        );
         return Ok(());
     };
     if !readable(&input.ptr) {
-        ensure!(errno == libc::EFAULT, "unreadable argument: got {}, expected EFAULT", name(errno));
+        ensure!(
+            errno == libc::EFAULT,
+            "unreadable argument: got {}, expected EFAULT",
+            name(errno)
+        );
         return Ok(());
     }
     let allowed: &[i32] = match k {
@@ -374,7 +396,11 @@ fn judge(input: &Input, errno: i32) -> TestResult {
             libc::EINTR,
         ],
     };
-    ensure!(allowed.contains(&errno), "{k:?}: unexpected {}", name(errno));
+    ensure!(
+        allowed.contains(&errno),
+        "{k:?}: unexpected {}",
+        name(errno)
+    );
     Ok(())
 }
 
@@ -395,7 +421,10 @@ fn write_window(input: &Input, ptr: usize) -> (usize, usize) {
     let osb = u32::from_ne_bytes(w) as usize;
     match known(input.cmd) {
         Some(Known::Info) => (ptr.wrapping_add(4), ptr.wrapping_add(4).saturating_add(osb)),
-        Some(Known::LockCtl) => (ptr.wrapping_add(12), ptr.wrapping_add(12).saturating_add(osb)),
+        Some(Known::LockCtl) => (
+            ptr.wrapping_add(12),
+            ptr.wrapping_add(12).saturating_add(osb),
+        ),
         Some(Known::Ours { writes }) => (ptr, ptr.saturating_add(writes)),
         None => (0, 0),
     }
@@ -549,11 +578,27 @@ fn gen_ours(rng: &mut Rng) -> (u32, Vec<u8>) {
             put64(&mut b, 16, gen_deadline(rng));
         }
         0x42 => {
-            put32(&mut b, 4, if rng.below(6) == 0 { rng.next() as u32 } else { 0 });
+            put32(
+                &mut b,
+                4,
+                if rng.below(6) == 0 {
+                    rng.next() as u32
+                } else {
+                    0
+                },
+            );
             put64(&mut b, 8, gen_mask(rng));
         }
         _ => {
-            put32(&mut b, 4, if rng.below(6) == 0 { rng.next() as u32 } else { 0 });
+            put32(
+                &mut b,
+                4,
+                if rng.below(6) == 0 {
+                    rng.next() as u32
+                } else {
+                    0
+                },
+            );
             put32(&mut b, 8, gen_index(rng));
         }
     }
@@ -636,7 +681,11 @@ fn gen_old(rng: &mut Rng) -> (u32, Vec<u8>) {
             _ => pick(rng, &[0, 0, 1, 1, 2, 3]),
         };
         put32(&mut b, 4, flags);
-        b[8] = if rng.below(8) == 0 { rng.next() as u8 } else { rng.below(64) as u8 };
+        b[8] = if rng.below(8) == 0 {
+            rng.next() as u8
+        } else {
+            rng.below(64) as u8
+        };
         if rng.below(3) == 0 {
             b[9] = rng.next() as u8;
             b[10] = rng.next() as u8;
@@ -656,7 +705,11 @@ fn gen_cmd_bytes(rng: &mut Rng) -> (u32, Vec<u8>) {
             // our numbers with random size and direction bits
             let (_, mut b) = gen_ours(rng);
             let nr = 0x40 + rng.below(4) as u32;
-            let dir = if rng.below(2) == 0 { 3 } else { rng.below(4) as u32 };
+            let dir = if rng.below(2) == 0 {
+                3
+            } else {
+                rng.below(4) as u32
+            };
             let size = match rng.below(4) {
                 0 => rng.below(0x4000),
                 1 => 0x3fff,
@@ -776,7 +829,11 @@ pub fn fuzz_ioctls() -> TestResult {
     let nthreads = sized(4usize, 8);
     let per_thread = sized(1500u64, 25_000);
     let left = check_all_free(&[0, 1])?;
-    ensure!(left.lost == 0, "locks not free before fuzzing:\n{}", left.report.join("\n"));
+    ensure!(
+        left.lost == 0,
+        "locks not free before fuzzing:\n{}",
+        left.report.join("\n")
+    );
     let seed = seed("fuzz");
     install_sigusr2()?;
     // Locks held elsewhere during the fuzzing: a blocking command on them
@@ -784,7 +841,10 @@ pub fn fuzz_ioctls() -> TestResult {
     let holder = [open(0)?, open(1)?];
     let held = bit(0) | bit(1) | bit(16) | bit(20) | bit(63);
     for h in &holder {
-        expect_ok(acquire_set(h, held, abi::LOCK_NONBLOCK, 0).0, "ACQUIRE_SET of the held locks")?;
+        expect_ok(
+            acquire_set(h, held, abi::LOCK_NONBLOCK, 0).0,
+            "ACQUIRE_SET of the held locks",
+        )?;
     }
     let watch = Watch::new(nthreads);
     let w = watch.clone();
@@ -800,7 +860,10 @@ pub fn fuzz_ioctls() -> TestResult {
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| Err(format!("fuzz thread panicked: {}", panic_message(&p)))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|p| Err(format!("fuzz thread panicked: {}", panic_message(&p))))
+            })
             .collect()
     });
     watch.stop.store(true, Ordering::SeqCst);
@@ -947,9 +1010,15 @@ mod tests {
             assert_eq!(again.ptr, i.ptr);
             assert!(!vfs_type(i.cmd) || known(i.cmd).is_some());
         }
-        assert_eq!(known(abi::IOCTL_LOCK_QUERY), Some(Known::Ours { writes: 80 }));
+        assert_eq!(
+            known(abi::IOCTL_LOCK_QUERY),
+            Some(Known::Ours { writes: 80 })
+        );
         assert_eq!(known(abi::iowr(MAGIC, 0x43, 79)), None);
-        assert_eq!(known(abi::iowr(MAGIC, 0x40, 0x3fff)), Some(Known::Ours { writes: 40 }));
+        assert_eq!(
+            known(abi::iowr(MAGIC, 0x40, 0x3fff)),
+            Some(Known::Ours { writes: 40 })
+        );
         assert_eq!(known(0x8008_fa08), None);
         assert_eq!(errno_by_name("EFAULT"), Some(libc::EFAULT));
     }

@@ -170,7 +170,11 @@ pub fn snapshot(dev: &Device) -> Result<Vec<abi::LockQuery>, String> {
 }
 
 /// Sum of `f` over the locks of two snapshots: after - before.
-pub fn delta(before: &[abi::LockQuery], after: &[abi::LockQuery], f: fn(&abi::LockQuery) -> u64) -> u64 {
+pub fn delta(
+    before: &[abi::LockQuery],
+    after: &[abi::LockQuery],
+    f: fn(&abi::LockQuery) -> u64,
+) -> u64 {
     before
         .iter()
         .zip(after)

@@ -39,7 +39,12 @@ impl Chain {
     }
 
     /// Starts waiter `i` on lock `index` of `card`.
-    fn start(self: &Arc<Self>, card: u32, index: u32, i: usize) -> Result<std::thread::JoinHandle<()>, String> {
+    fn start(
+        self: &Arc<Self>,
+        card: u32,
+        index: u32,
+        i: usize,
+    ) -> Result<std::thread::JoinHandle<()>, String> {
         let c = self.clone();
         std::thread::Builder::new()
             .stack_size(64 * 1024)
@@ -50,17 +55,30 @@ impl Chain {
                 };
                 let (r, _) = acquire(&dev, index, 0, 0);
                 if let Err(e) = r {
-                    return c.error(format!("waiter {i}: blocking ACQUIRE: {}", outcome::<()>(&Err(e))));
+                    return c.error(format!(
+                        "waiter {i}: blocking ACQUIRE: {}",
+                        outcome::<()>(&Err(e))
+                    ));
                 }
                 let me = i as u32 + 1;
                 let l = index as usize;
-                if let Err(other) = c.owner[l].compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst) {
-                    c.error(format!("lock {index}: waiter {i} granted while waiter {} holds it", other - 1));
+                if let Err(other) =
+                    c.owner[l].compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst)
+                {
+                    c.error(format!(
+                        "lock {index}: waiter {i} granted while waiter {} holds it",
+                        other - 1
+                    ));
                 }
                 c.rank[i].store(c.next[l].fetch_add(1, Ordering::SeqCst), Ordering::SeqCst);
                 c.granted.fetch_add(1, Ordering::SeqCst);
-                if c.owner[l].compare_exchange(me, 0, Ordering::SeqCst, Ordering::SeqCst).is_err() {
-                    c.error(format!("lock {index}: owner word changed while waiter {i} held it"));
+                if c.owner[l]
+                    .compare_exchange(me, 0, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_err()
+                {
+                    c.error(format!(
+                        "lock {index}: owner word changed while waiter {i} held it"
+                    ));
                 }
                 if let Err(e) = release(&dev, bit(index)) {
                     c.error(format!("waiter {i}: RELEASE: {}", outcome::<()>(&Err(e))));
@@ -98,7 +116,10 @@ fn waiters(card: u32, n: usize, held: u64, lock: impl Fn(usize) -> u32, what: &s
             );
         }
     }
-    expect_ok(acquire_set(&holder, held, abi::LOCK_NONBLOCK, 0).0, "holder ACQUIRE_SET")?;
+    expect_ok(
+        acquire_set(&holder, held, abi::LOCK_NONBLOCK, 0).0,
+        "holder ACQUIRE_SET",
+    )?;
     let chain = Chain::new(n);
     let mut per_lock = [0u32; 64];
     let mut handles = Vec::new();
@@ -135,7 +156,10 @@ fn waiters(card: u32, n: usize, held: u64, lock: impl Fn(usize) -> u32, what: &s
     figure("spurious_wakeups", spurious);
     let mut problems: Vec<String> = chain.errors.lock().unwrap().clone();
     if lost != 0 {
-        problems.push(format!("{lost} of {n} waiters never granted within {:?}", PATIENCE * 2));
+        problems.push(format!(
+            "{lost} of {n} waiters never granted within {:?}",
+            PATIENCE * 2
+        ));
     }
     let mut out_of_order = 0;
     let mut seen = [0u32; 64];
@@ -143,7 +167,10 @@ fn waiters(card: u32, n: usize, held: u64, lock: impl Fn(usize) -> u32, what: &s
         let l = lock(i) as usize;
         let rank = chain.rank[i].load(Ordering::SeqCst);
         if rank != seen[l] && out_of_order < 10 {
-            problems.push(format!("lock {l}: waiter {i} (arrival {}) granted at rank {rank}", seen[l]));
+            problems.push(format!(
+                "lock {l}: waiter {i} (arrival {}) granted at rank {rank}",
+                seen[l]
+            ));
         }
         if rank != seen[l] {
             out_of_order += 1;
@@ -158,7 +185,9 @@ fn waiters(card: u32, n: usize, held: u64, lock: impl Fn(usize) -> u32, what: &s
         }
         let (b, a) = (&before[l], &after[l]);
         let want = per_lock[l] as u64 + 1;
-        if a.acquisitions - b.acquisitions != want || a.contended - b.contended != per_lock[l] as u64 {
+        if a.acquisitions - b.acquisitions != want
+            || a.contended - b.contended != per_lock[l] as u64
+        {
             problems.push(format!(
                 "lock {l}: acquisitions +{}, contended +{}; expected +{want}, +{}",
                 a.acquisitions - b.acquisitions,
@@ -203,7 +232,11 @@ pub fn thousands_of_files() -> TestResult {
     raise_nofile(n as u64 + 512)?;
     let l = 7u32;
     let left = check_all_free(&[0, 1])?;
-    ensure!(left.lost == 0, "locks not free at start:\n{}", left.report.join("\n"));
+    ensure!(
+        left.lost == 0,
+        "locks not free at start:\n{}",
+        left.report.join("\n")
+    );
     let me = getpid();
     let base = [pids_of(0)?, pids_of(1)?].map(|p| p.iter().filter(|&&x| x == me).count());
     let died = [
@@ -227,18 +260,33 @@ pub fn thousands_of_files() -> TestResult {
     let opened_in = start.elapsed();
     for card in 0..2u32 {
         let listed = pids_of(card)?.iter().filter(|&&x| x == me).count() - base[card as usize];
-        ensure_eq!(listed, n / 2 + (n % 2) * (1 - card as usize), "our lines in /proc/driver/tenstorrent/{card}/pids");
+        ensure_eq!(
+            listed,
+            n / 2 + (n % 2) * (1 - card as usize),
+            "our lines in /proc/driver/tenstorrent/{card}/pids"
+        );
     }
     let start = Instant::now();
     drop(files);
     let closed_in = start.elapsed();
     for card in 0..2u32 {
         let listed = pids_of(card)?.iter().filter(|&&x| x == me).count();
-        ensure_eq!(listed, base[card as usize], "our lines in /proc/driver/tenstorrent/{card}/pids after closing");
+        ensure_eq!(
+            listed,
+            base[card as usize],
+            "our lines in /proc/driver/tenstorrent/{card}/pids after closing"
+        );
         let d = open(card)?;
         let q = query(&d, l)?;
-        ensure!(!q.held && q.waiters == 0, "card {card} lock {l} after closing: {q:?}");
-        ensure_eq!(q.raw.owner_died_count, died[card as usize] + 1, "card {card} lock {l} owner_died_count");
+        ensure!(
+            !q.held && q.waiters == 0,
+            "card {card} lock {l} after closing: {q:?}"
+        );
+        ensure_eq!(
+            q.raw.owner_died_count,
+            died[card as usize] + 1,
+            "card {card} lock {l} owner_died_count"
+        );
     }
     println!(
         "# {n} files opened in {:.1} s, closed in {:.1} s",
@@ -249,6 +297,10 @@ pub fn thousands_of_files() -> TestResult {
     figure("operations", 2 * n as u64);
     let left = check_all_free(&[0, 1])?;
     figure("lost_locks", left.lost);
-    ensure!(left.lost == 0, "locks not free at the end:\n{}", left.report.join("\n"));
+    ensure!(
+        left.lost == 0,
+        "locks not free at the end:\n{}",
+        left.report.join("\n")
+    );
     Ok(())
 }

@@ -51,7 +51,15 @@ fn waiter(
         loop {
             let r = match kind {
                 0 => acquire(&dev, l, 0, 0).0,
-                1 => acquire(&dev, l, abi::LOCK_DEADLINE, now_ns() + 500_000_000 + rng.below(2_000_000_000)).0,
+                1 => {
+                    acquire(
+                        &dev,
+                        l,
+                        abi::LOCK_DEADLINE,
+                        now_ns() + 500_000_000 + rng.below(2_000_000_000),
+                    )
+                    .0
+                }
                 _ => lock_ctl(&dev, l as u8, abi::LOCK_CTL_ACQUIRE_BLOCKING).map(|v| v as i32 - 1),
             };
             match (kind, r) {
@@ -65,7 +73,11 @@ fn waiter(
                 (_, r) => {
                     errors.report(&format!(
                         "waiter {i} (kind {kind}{}): {}",
-                        if kind == 2 { ": LOCK_CTL ACQUIRE_BLOCKING under SA_RESTART" } else { "" },
+                        if kind == 2 {
+                            ": LOCK_CTL ACQUIRE_BLOCKING under SA_RESTART"
+                        } else {
+                            ""
+                        },
                         outcome(&r)
                     ));
                     return 1;
@@ -74,13 +86,18 @@ fn waiter(
         }
         w(0).fetch_add(1, Ordering::SeqCst);
         if let Err(other) = owners.claim(0, l, me) {
-            doubles.report(&format!("waiter {i} granted the lock while waiter {} holds it", other - 1));
+            doubles.report(&format!(
+                "waiter {i} granted the lock while waiter {} holds it",
+                other - 1
+            ));
         }
         for _ in 0..rng.below(20_000) {
             std::hint::spin_loop();
         }
         if let Err(other) = owners.unclaim(0, l, me) {
-            doubles.report(&format!("owner word became {other} while waiter {i} held the lock"));
+            doubles.report(&format!(
+                "owner word became {other} while waiter {i} held the lock"
+            ));
         }
         let r = if kind == 2 {
             match lock_ctl(&dev, l as u8, abi::LOCK_CTL_RELEASE) {
@@ -88,7 +105,9 @@ fn waiter(
                 r => Err(outcome(&r)),
             }
         } else {
-            release(&dev, bit(l)).map(drop).map_err(|e| outcome::<()>(&Err(e)))
+            release(&dev, bit(l))
+                .map(drop)
+                .map_err(|e| outcome::<()>(&Err(e)))
         };
         if let Err(e) = r {
             errors.report(&format!("waiter {i}: release: {e}"));
@@ -114,7 +133,10 @@ pub fn signal_storm() -> TestResult {
     let owners = Owners::new()?;
     let errors = FirstError::new()?;
     let doubles = FirstError::new()?;
-    ctx(holder.acquire(LOCK, tt_arbiter::Wait::Try), "holder ACQUIRE")?;
+    ctx(
+        holder.acquire(LOCK, tt_arbiter::Wait::Try),
+        "holder ACQUIRE",
+    )?;
     let mut live: Vec<(usize, libc::pid_t, bool)> = Vec::new();
     for i in 0..nwaiters {
         let (shm, owners, reports) = (&shm, &owners, (&errors, &doubles));
@@ -194,7 +216,11 @@ pub fn signal_storm() -> TestResult {
         timeouts += word(i, 2);
         handled += word(i, 3);
         if word(i, 0) != plan {
-            problems.push(format!("waiter {i} (kind {}) was granted the lock {} times, planned {plan}", i % 3, word(i, 0)));
+            problems.push(format!(
+                "waiter {i} (kind {}) was granted the lock {} times, planned {plan}",
+                i % 3,
+                word(i, 0)
+            ));
         }
     }
     let acquisitions = after.raw.acquisitions - before.acquisitions;
@@ -212,15 +238,36 @@ pub fn signal_storm() -> TestResult {
     figure("lost_locks", lost);
     figure("double_holders", doubles.count());
     if doubles.count() != 0 {
-        problems.insert(0, format!("{} double holder(s); first: {}", doubles.count(), doubles.first()));
+        problems.insert(
+            0,
+            format!(
+                "{} double holder(s); first: {}",
+                doubles.count(),
+                doubles.first()
+            ),
+        );
     }
     if errors.count() != 0 {
-        problems.insert(0, format!("{} problem(s) in the waiters; first: {}", errors.count(), errors.first()));
+        problems.insert(
+            0,
+            format!(
+                "{} problem(s) in the waiters; first: {}",
+                errors.count(),
+                errors.first()
+            ),
+        );
     }
     ensure!(problems.is_empty(), "{}", problems.join("\n"));
-    ensure_eq!(acquisitions, grants + 1, "QUERY acquisitions delta vs grants seen (+1 for the holder)");
+    ensure_eq!(
+        acquisitions,
+        grants + 1,
+        "QUERY acquisitions delta vs grants seen (+1 for the holder)"
+    );
     ensure_eq!(spurious, 0, "spurious_wakeups delta");
-    ensure!(!after.held && after.waiters == 0, "lock {LOCK} not free at the end: {after:?}");
+    ensure!(
+        !after.held && after.waiters == 0,
+        "lock {LOCK} not free at the end: {after:?}"
+    );
     if alrm >= 100 {
         ensure!(eintr > 0, "{alrm} SIGALRMs and no EINTR from ACQUIRE");
     }

@@ -408,11 +408,7 @@ pub fn crash_storm() -> TestResult {
             match reap_until(pid, grace) {
                 Some(status) => {
                     if status != 0 {
-                        problems.push(format!(
-                            "worker {} {}",
-                            slot + 1,
-                            describe_status(status)
-                        ));
+                        problems.push(format!("worker {} {}", slot + 1, describe_status(status)));
                     }
                 }
                 None => {
@@ -513,12 +509,19 @@ pub fn crash_storm() -> TestResult {
     figure("lost_locks", lost);
     figure("double_holders", doubles);
     if doubles != 0 {
-        problems.insert(0, format!("{doubles} double holder(s); first: {}", st.doubles.first()));
+        problems.insert(
+            0,
+            format!("{doubles} double holder(s); first: {}", st.doubles.first()),
+        );
     }
     if st.errors.count() != 0 {
         problems.insert(
             0,
-            format!("{} worker error(s); first: {}", st.errors.count(), st.errors.first()),
+            format!(
+                "{} worker error(s); first: {}",
+                st.errors.count(),
+                st.errors.first()
+            ),
         );
     }
     ensure!(problems.is_empty(), "{}", problems.join("\n"));

@@ -22,7 +22,11 @@ fn wait_path(path: &str, exists: bool) -> TestResult {
         ensure!(
             start.elapsed() < Duration::from_secs(20),
             "{path} {} within 20 s",
-            if exists { "did not appear" } else { "did not go away" }
+            if exists {
+                "did not appear"
+            } else {
+                "did not go away"
+            }
         );
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -72,8 +76,18 @@ impl Load {
             let r = match kind {
                 0 => acquire(&dev, one, 0, 0).0,
                 1 => acquire(&dev, one, abi::LOCK_NONBLOCK, 0).0,
-                2 => acquire(&dev, one, abi::LOCK_DEADLINE, now_ns() + rng.below(2_000_000)).0,
-                3 => lock_ctl(&dev, one as u8, abi::LOCK_CTL_ACQUIRE_BLOCKING).map(|v| v as i32 - 1),
+                2 => {
+                    acquire(
+                        &dev,
+                        one,
+                        abi::LOCK_DEADLINE,
+                        now_ns() + rng.below(2_000_000),
+                    )
+                    .0
+                }
+                3 => {
+                    lock_ctl(&dev, one as u8, abi::LOCK_CTL_ACQUIRE_BLOCKING).map(|v| v as i32 - 1)
+                }
                 4 => match lock_ctl(&dev, one as u8, abi::LOCK_CTL_ACQUIRE) {
                     Ok(1) => Ok(0),
                     Ok(_) => Err(std::io::Error::from_raw_os_error(libc::EBUSY)),
@@ -84,10 +98,13 @@ impl Load {
             match r {
                 Ok(0) => {}
                 Ok(v) => {
-                    self.errors.report(&format!("card {card}: op {kind} answered {v}"));
+                    self.errors
+                        .report(&format!("card {card}: op {kind} answered {v}"));
                     return 1;
                 }
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ETIMEDOUT)) => continue,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ETIMEDOUT)) => {
+                    continue
+                }
                 Err(e) => {
                     self.errors.report(&format!(
                         "card {card} (stress on the other card): op {kind} on {mask:#x}: {}",
@@ -147,7 +164,11 @@ pub fn unbind_rebind_under_load() -> TestResult {
     let nwaiters = sized(4u32, 8);
     let bdf0 = bdf(0)?;
     let left = check_all_free(&[0, 1])?;
-    ensure!(left.lost == 0, "locks not free at start:\n{}", left.report.join("\n"));
+    ensure!(
+        left.lost == 0,
+        "locks not free at start:\n{}",
+        left.report.join("\n")
+    );
     let mut rng = Rng::new(seed("teardown"));
     let load = Load::new()?;
     let mut stressers = Vec::new();
@@ -164,7 +185,10 @@ pub fn unbind_rebind_under_load() -> TestResult {
     for it in 0..iterations {
         let r = (|| -> TestResult {
             let holder = open(0)?;
-            expect_ok(acquire(&holder, i, abi::LOCK_NONBLOCK, 0).0, "holder ACQUIRE")?;
+            expect_ok(
+                acquire(&holder, i, abi::LOCK_NONBLOCK, 0).0,
+                "holder ACQUIRE",
+            )?;
             let mut pids = Vec::new();
             for w in 0..nwaiters {
                 results.u64(w as usize).store(0, Ordering::SeqCst);
@@ -181,7 +205,9 @@ pub fn unbind_rebind_under_load() -> TestResult {
                         2 => acquire(&d, i, abi::LOCK_DEADLINE, now_ns() + 300_000_000_000).0,
                         _ => acquire_set(&d, bit(i) | bit(i + 1), 0, 0).0,
                     };
-                    results.u64(w as usize).store(1000 + errno_of(&r) as u64, Ordering::SeqCst);
+                    results
+                        .u64(w as usize)
+                        .store(1000 + errno_of(&r) as u64, Ordering::SeqCst);
                     0
                 })?);
                 wait_waiters(&holder, i, w + 1)?;
@@ -193,7 +219,9 @@ pub fn unbind_rebind_under_load() -> TestResult {
             for (w, pid) in pids.into_iter().enumerate() {
                 if reap_until(pid, deadline).is_none() {
                     kill_reap(pid);
-                    problems.push(format!("waiter {w} still blocked {PATIENCE:?} after the unbind"));
+                    problems.push(format!(
+                        "waiter {w} still blocked {PATIENCE:?} after the unbind"
+                    ));
                     continue;
                 }
                 let got = results.u64(w).load(Ordering::SeqCst);
@@ -203,16 +231,28 @@ pub fn unbind_rebind_under_load() -> TestResult {
                     problems.push(format!(
                         "waiter {w} (kind {}): {}, expected ENODEV",
                         (w as u32 + it as u32) % 4,
-                        if got >= 1000 { name_of(got as i32 - 1000) } else { format!("no result ({got})") }
+                        if got >= 1000 {
+                            name_of(got as i32 - 1000)
+                        } else {
+                            format!("no result ({got})")
+                        }
                     ));
                 }
             }
-            expect_errno(holder.query(i).map_err(std::io::Error::from), libc::ENODEV, "QUERY on the unbound card")?;
+            expect_errno(
+                holder.query(i).map_err(std::io::Error::from),
+                libc::ENODEV,
+                "QUERY on the unbound card",
+            )?;
             drop(holder);
             sysfs_write(&format!("{DRIVER}/bind"), &bdf0)?;
             wait_path(&node(0), true)?;
             fresh(0)?;
-            ensure!(problems.is_empty(), "iteration {it}:\n{}", problems.join("\n"));
+            ensure!(
+                problems.is_empty(),
+                "iteration {it}:\n{}",
+                problems.join("\n")
+            );
             ensure!(
                 load.errors.count() == 0 && load.doubles.count() == 0,
                 "stress on card 1 during iteration {it}: {} {}",
@@ -237,7 +277,11 @@ pub fn unbind_rebind_under_load() -> TestResult {
             Some(0) => {}
             Some(s) => {
                 if result.is_ok() {
-                    result = Err(format!("card 1 stress process {}: {}", describe_status(s), load.errors.first()));
+                    result = Err(format!(
+                        "card 1 stress process {}: {}",
+                        describe_status(s),
+                        load.errors.first()
+                    ));
                 }
             }
             None => {
@@ -253,7 +297,10 @@ pub fn unbind_rebind_under_load() -> TestResult {
     figure("lost_locks", left.lost + stuck);
     figure("double_holders", load.doubles.count());
     result?;
-    ensure!(stuck == 0, "{stuck} card 1 stress process(es) stuck at the end");
+    ensure!(
+        stuck == 0,
+        "{stuck} card 1 stress process(es) stuck at the end"
+    );
     ensure!(
         load.errors.count() == 0,
         "card 1 stress: {} error(s), first: {}",
@@ -266,7 +313,11 @@ pub fn unbind_rebind_under_load() -> TestResult {
         load.doubles.count(),
         load.doubles.first()
     );
-    ensure!(left.lost == 0, "locks not free at the end:\n{}", left.report.join("\n"));
+    ensure!(
+        left.lost == 0,
+        "locks not free at the end:\n{}",
+        left.report.join("\n")
+    );
     Ok(())
 }
 
@@ -282,14 +333,22 @@ fn delete_module() -> TestResult {
     let start = Instant::now();
     loop {
         // SAFETY: delete_module with a NUL-terminated name.
-        let rc = unsafe { libc::syscall(libc::SYS_delete_module, c"tenstorrent".as_ptr(), libc::O_NONBLOCK) };
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_delete_module,
+                c"tenstorrent".as_ptr(),
+                libc::O_NONBLOCK,
+            )
+        };
         if rc == 0 {
             return Ok(());
         }
         let e = std::io::Error::last_os_error();
         let errno = e.raw_os_error().unwrap_or(0);
         // Files of processes just reaped may still be on their way out.
-        if (errno == libc::EAGAIN || errno == libc::EBUSY) && start.elapsed() < Duration::from_secs(10) {
+        if (errno == libc::EAGAIN || errno == libc::EBUSY)
+            && start.elapsed() < Duration::from_secs(10)
+        {
             std::thread::sleep(Duration::from_millis(20));
             continue;
         }
@@ -302,7 +361,11 @@ fn insert_module(path: &str) -> TestResult {
     let params = CString::new("").unwrap();
     // SAFETY: finit_module with an open module file and empty parameters.
     let rc = unsafe { libc::syscall(libc::SYS_finit_module, f.as_raw_fd(), params.as_ptr(), 0) };
-    ensure!(rc == 0, "finit_module({path}): {}", std::io::Error::last_os_error());
+    ensure!(
+        rc == 0,
+        "finit_module({path}): {}",
+        std::io::Error::last_os_error()
+    );
     Ok(())
 }
 
@@ -321,10 +384,17 @@ fn bind_both() -> TestResult {
 pub fn module_reload() -> TestResult {
     let reloads = sized(1, 4);
     let path = std::env::var("TT_MODULE_PATH").unwrap_or_else(|_| "/tenstorrent.ko".into());
-    ensure!(std::path::Path::new(&path).exists(), "{path} does not exist (the VM harness puts the module there)");
+    ensure!(
+        std::path::Path::new(&path).exists(),
+        "{path} does not exist (the VM harness puts the module there)"
+    );
     let bdfs = [bdf(0)?, bdf(1)?];
     let left = check_all_free(&[0, 1])?;
-    ensure!(left.lost == 0, "locks not free at start:\n{}", left.report.join("\n"));
+    ensure!(
+        left.lost == 0,
+        "locks not free at start:\n{}",
+        left.report.join("\n")
+    );
     let mut done = 0;
     let mut result = Ok(());
     for r in 0..reloads {
@@ -338,7 +408,11 @@ pub fn module_reload() -> TestResult {
             wait_path(&node(1), false)?;
             insert_module(&path)?;
             bind_both()?;
-            for (n, (bdf, (v, d))) in bdfs.iter().zip([(0x1234u16, 0x11e8u16), (0x1b36, 0x0005)]).enumerate() {
+            for (n, (bdf, (v, d))) in bdfs
+                .iter()
+                .zip([(0x1234u16, 0x11e8u16), (0x1b36, 0x0005)])
+                .enumerate()
+            {
                 let dev = open(n as u32)?;
                 let info = ctx(dev.device_info(), "GET_DEVICE_INFO after reload")?;
                 ensure!(
@@ -348,15 +422,20 @@ pub fn module_reload() -> TestResult {
                     info.vendor_id,
                     info.device_id
                 );
-                let link = std::fs::read_link(format!("/sys/class/tenstorrent/tenstorrent!{n}/device"))
-                    .map_err(|e| format!("device link of card {n}: {e}"))?;
+                let link =
+                    std::fs::read_link(format!("/sys/class/tenstorrent/tenstorrent!{n}/device"))
+                        .map_err(|e| format!("device link of card {n}: {e}"))?;
                 ensure!(
-                    link.file_name().is_some_and(|f| f.to_string_lossy() == *bdf),
+                    link.file_name()
+                        .is_some_and(|f| f.to_string_lossy() == *bdf),
                     "after reload card {n} is {}, expected {bdf}",
                     link.display()
                 );
                 fresh(n as u32)?;
-                ctx(dev.acquire(5, tt_arbiter::Wait::Try), "ACQUIRE after reload")?;
+                ctx(
+                    dev.acquire(5, tt_arbiter::Wait::Try),
+                    "ACQUIRE after reload",
+                )?;
             }
             Ok(())
         })();
@@ -365,7 +444,8 @@ pub fn module_reload() -> TestResult {
             if !std::path::Path::new("/sys/module/tenstorrent").exists() {
                 let _ = insert_module(&path);
             }
-            if !std::path::Path::new(&node(0)).exists() || !std::path::Path::new(&node(1)).exists() {
+            if !std::path::Path::new(&node(0)).exists() || !std::path::Path::new(&node(1)).exists()
+            {
                 let _ = bind_both();
             }
             result = Err(format!("reload {r}: {e}"));
@@ -377,6 +457,10 @@ pub fn module_reload() -> TestResult {
     result?;
     let left = check_all_free(&[0, 1])?;
     figure("lost_locks", left.lost);
-    ensure!(left.lost == 0, "locks not free after the reloads:\n{}", left.report.join("\n"));
+    ensure!(
+        left.lost == 0,
+        "locks not free after the reloads:\n{}",
+        left.report.join("\n")
+    );
     Ok(())
 }
