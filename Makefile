@@ -8,12 +8,14 @@
 #   make KDIR=/lib/modules/$(uname -r)/build
 #                        build against another kernel's build tree
 #   make check           every test layer, ending with "N passed, N failed"
+#   make stress          the reliability suites at stress size (debug
+#                        kernel), ending with a table of figures
 #   make vm              boot the test VM with the module loaded
 #   make bench           benchmarks (non-debug kernel)
 
 KDIR ?=
 
-.PHONY: all modules check vm bench lint clean
+.PHONY: all modules check stress vm bench lint clean
 
 all: modules
 
@@ -26,6 +28,9 @@ endif
 
 check:
 	tools/check
+
+stress:
+	tools/stress
 
 vm: modules
 	tools/vm/run --interactive

@@ -1,0 +1,1025 @@
+//! Fuzzing of the ioctl surface, and the replay of its regression corpus.
+//!
+//! Inputs: random command numbers (inside and outside the 0xFA range; the
+//! VFS' own generic ioctls, which act on the inode or the descriptor, are
+//! left out), `_IOC(dir, 0xFA, nr, size)` with random sizes, our commands
+//! with structured-random and mutated structs, argsz extremes, the C
+//! driver's commands with random output_size_bytes, flags and indices, and
+//! pointers that are aligned, unaligned, at the end of a mapping, into a
+//! read-only page, a PROT_NONE page, NULL, low, kernel and non-canonical.
+//! Several threads fuzz at once, each with its own files, while another file
+//! holds locks; a watchdog thread interrupts (SIGUSR2, no SA_RESTART) any
+//! call that blocks for long, so blocking commands are fuzzed too.
+//!
+//! Oracle for every input: an unknown command is ENOTTY; a known one with
+//! an unreadable pointer is EFAULT; otherwise its errno is one the command
+//! can give; and the kernel wrote nothing outside what the command may
+//! write (the argument buffer sits in a pattern-filled arena). Afterwards
+//! every lock of both cards is free once the files are closed.
+//!
+//! The corpus (`tools/ioctl-test/corpus/*.txt`, compiled in) holds inputs
+//! that once broke something plus hand-picked nasty ones, one per line:
+//!   card=N cmd=0xC ptr=KIND bytes=HEX [len=N] [poke=OFF:BYTE]...
+//!   [prehold=MASK] [selfhold=MASK] [expect=ok|ENAME|any]
+//! KIND: valid@OFF (in a read-write arena, any alignment), end (the bytes
+//! end where an inaccessible page starts), ro@OFF (read-only page),
+//! none@OFF (PROT_NONE page), null, addr:0xADDR. `len` zero-extends the
+//! bytes; `poke` sets one byte; `prehold` locks are held by another file
+//! of the card, `selfhold` ones by the file under test, during the call.
+
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tt_arbiter::abi;
+
+use super::*;
+
+const CORPUS: &[(&str, &str)] = &[(
+    "handpicked.txt",
+    include_str!("../../../corpus/handpicked.txt"),
+)];
+
+const MAGIC: u32 = 0xFA;
+
+/// Where the argument points.
+#[derive(Clone, Debug, PartialEq)]
+enum Ptr {
+    Valid(usize),
+    End,
+    ReadOnly(usize),
+    NoAccess(usize),
+    Null,
+    Addr(u64),
+}
+
+/// One fuzz input.
+#[derive(Clone, Debug)]
+struct Input {
+    card: u32,
+    cmd: u32,
+    ptr: Ptr,
+    bytes: Vec<u8>,
+    prehold: u64,
+    selfhold: u64,
+    expect: Option<i32>,
+}
+
+impl Input {
+    /// The corpus line of this input.
+    fn line(&self) -> String {
+        let ptr = match &self.ptr {
+            Ptr::Valid(o) => format!("valid@{o}"),
+            Ptr::End => "end".into(),
+            Ptr::ReadOnly(o) => format!("ro@{o}"),
+            Ptr::NoAccess(o) => format!("none@{o}"),
+            Ptr::Null => "null".into(),
+            Ptr::Addr(a) => format!("addr:{a:#x}"),
+        };
+        let used = self
+            .bytes
+            .iter()
+            .rposition(|&b| b != 0)
+            .map_or(0, |p| p + 1);
+        let hex: String = self.bytes[..used]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let mut s = format!(
+            "card={} cmd={:#010x} ptr={ptr} bytes={hex} len={}",
+            self.card,
+            self.cmd,
+            self.bytes.len()
+        );
+        if self.prehold != 0 {
+            s += &format!(" prehold={:#x}", self.prehold);
+        }
+        if self.selfhold != 0 {
+            s += &format!(" selfhold={:#x}", self.selfhold);
+        }
+        s
+    }
+
+    fn parse(line: &str) -> Result<Input, String> {
+        let mut input = Input {
+            card: 0,
+            cmd: 0,
+            ptr: Ptr::Valid(0),
+            bytes: Vec::new(),
+            prehold: 0,
+            selfhold: 0,
+            expect: None,
+        };
+        let mut len = None;
+        let mut pokes = Vec::new();
+        let num = |s: &str| -> Result<u64, String> {
+            match s.strip_prefix("0x") {
+                Some(h) => u64::from_str_radix(h, 16),
+                None => s.parse(),
+            }
+            .map_err(|e| format!("{s:?}: {e}"))
+        };
+        for word in line.split_whitespace() {
+            let (k, v) = word
+                .split_once('=')
+                .ok_or_else(|| format!("{word:?} is not key=value"))?;
+            match k {
+                "card" => input.card = num(v)? as u32,
+                "cmd" => input.cmd = num(v)? as u32,
+                "prehold" => input.prehold = num(v)?,
+                "selfhold" => input.selfhold = num(v)?,
+                "len" => len = Some(num(v)? as usize),
+                "poke" => {
+                    let (o, b) = v.split_once(':').ok_or("poke wants OFF:BYTE")?;
+                    pokes.push((
+                        num(o)? as usize,
+                        u8::from_str_radix(b, 16).map_err(|e| e.to_string())?,
+                    ));
+                }
+                "bytes" => {
+                    ensure!(v.len() % 2 == 0, "odd number of hex digits");
+                    input.bytes = (0..v.len())
+                        .step_by(2)
+                        .map(|i| u8::from_str_radix(&v[i..i + 2], 16))
+                        .collect::<Result<_, _>>()
+                        .map_err(|e| format!("bytes: {e}"))?;
+                }
+                "ptr" => {
+                    let at = |p: &str| -> Result<usize, String> { Ok(num(p)? as usize) };
+                    input.ptr = match v.split_once('@') {
+                        Some(("valid", o)) => Ptr::Valid(at(o)?),
+                        Some(("ro", o)) => Ptr::ReadOnly(at(o)?),
+                        Some(("none", o)) => Ptr::NoAccess(at(o)?),
+                        _ => match v {
+                            "end" => Ptr::End,
+                            "null" => Ptr::Null,
+                            _ => match v.strip_prefix("addr:") {
+                                Some(a) => Ptr::Addr(num(a)?),
+                                None => return Err(format!("unknown ptr {v:?}")),
+                            },
+                        },
+                    }
+                }
+                "expect" => {
+                    input.expect = match v {
+                        "any" => None,
+                        "ok" => Some(0),
+                        name => Some(
+                            errno_by_name(name).ok_or_else(|| format!("unknown errno {name}"))?,
+                        ),
+                    }
+                }
+                _ => return Err(format!("unknown key {k:?}")),
+            }
+        }
+        if let Some(len) = len {
+            ensure!(input.bytes.len() <= len, "len {len} shorter than the bytes");
+            input.bytes.resize(len, 0);
+        }
+        for (o, b) in pokes {
+            ensure!(o < input.bytes.len(), "poke {o} past len");
+            input.bytes[o] = b;
+        }
+        ensure!(input.bytes.len() <= ARENA, "bytes longer than the arena");
+        Ok(input)
+    }
+}
+
+fn errno_by_name(name: &str) -> Option<i32> {
+    (1..200).find(|&e| errname(e) == name)
+}
+
+// ---- memory -----------------------------------------------------------------
+
+/// Read-write bytes of the arena (two pages, then an inaccessible one).
+const ARENA: usize = 8192;
+const PATTERN: u8 = 0xa5;
+
+fn mprotect(addr: usize, len: usize, prot: i32) -> TestResult {
+    // SAFETY: changing the protection of our own mapping, which no Rust
+    // reference points into.
+    let rc = unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot) };
+    ensure!(rc == 0, "mprotect: {}", std::io::Error::last_os_error());
+    Ok(())
+}
+
+/// The memory a fuzz thread passes to the kernel. Never Rust objects: the
+/// kernel may write (zeroes, answers) anywhere it is allowed to.
+struct Mem {
+    rw: Shared,
+    ro: Shared,
+    none: Shared,
+    before: Vec<u8>,
+}
+
+impl Mem {
+    fn new() -> Result<Mem, String> {
+        let page = page_size();
+        let rw = Shared::new(ARENA + page)?;
+        mprotect(rw.addr() + ARENA, page, libc::PROT_NONE)?;
+        let ro = Shared::new(2 * page)?;
+        mprotect(ro.addr(), page, libc::PROT_READ)?;
+        mprotect(ro.addr() + page, page, libc::PROT_NONE)?;
+        let none = Shared::new(2 * page)?;
+        mprotect(none.addr(), 2 * page, libc::PROT_NONE)?;
+        Ok(Mem {
+            rw,
+            ro,
+            none,
+            before: vec![0; ARENA],
+        })
+    }
+
+    fn arena_mut(&mut self) -> &mut [u8] {
+        // SAFETY: ARENA read-write bytes of our mapping, only accessed
+        // through `self`; the kernel only writes there during our calls.
+        unsafe { std::slice::from_raw_parts_mut(self.rw.addr() as *mut u8, ARENA) }
+    }
+
+    fn arena(&self) -> &[u8] {
+        // SAFETY: as for `arena_mut`.
+        unsafe { std::slice::from_raw_parts(self.rw.addr() as *const u8, ARENA) }
+    }
+
+    /// Lays the input out; returns the pointer to pass.
+    fn prepare(&mut self, input: &Input) -> Result<usize, String> {
+        let page = page_size();
+        let n = input.bytes.len();
+        let rw = self.rw.addr();
+        let arena = self.arena_mut();
+        arena.fill(PATTERN);
+        let ptr = match input.ptr {
+            Ptr::Valid(off) => {
+                let off = off.min(ARENA - n);
+                arena[off..off + n].copy_from_slice(&input.bytes);
+                rw + off
+            }
+            Ptr::End => {
+                arena[ARENA - n..].copy_from_slice(&input.bytes);
+                rw + ARENA - n
+            }
+            Ptr::ReadOnly(off) => {
+                let off = off.min(page - 1);
+                mprotect(self.ro.addr(), page, libc::PROT_READ | libc::PROT_WRITE)?;
+                // SAFETY: the read-only page, writable for this moment.
+                let p = unsafe { std::slice::from_raw_parts_mut(self.ro.addr() as *mut u8, page) };
+                p.fill(PATTERN);
+                let k = n.min(page - off);
+                p[off..off + k].copy_from_slice(&input.bytes[..k]);
+                mprotect(self.ro.addr(), page, libc::PROT_READ)?;
+                self.ro.addr() + off
+            }
+            Ptr::NoAccess(off) => self.none.addr() + off.min(page - 1),
+            Ptr::Null => 0,
+            Ptr::Addr(a) => a as usize,
+        };
+        let mut before = std::mem::take(&mut self.before);
+        before.copy_from_slice(self.arena());
+        self.before = before;
+        Ok(ptr)
+    }
+
+    /// Bytes of the arena the call changed outside [lo, hi).
+    fn stray_writes(&self, lo: usize, hi: usize) -> Option<String> {
+        let base = self.rw.addr();
+        let now = self.arena();
+        let mut bad = (0..ARENA).filter(|&i| {
+            let a = base + i;
+            now[i] != self.before[i] && !(lo <= a && a < hi)
+        });
+        let first = bad.next()?;
+        Some(format!(
+            "the kernel wrote outside the command's output: arena byte {first} ({:#04x} -> {:#04x}), {} byte(s) in all",
+            self.before[first],
+            now[first],
+            1 + bad.count()
+        ))
+    }
+}
+
+// ---- the oracle -------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Known {
+    /// GET_DEVICE_INFO, GET_DRIVER_INFO: `out` at +4.
+    Info,
+    /// LOCK_CTL: `out` at +12.
+    LockCtl,
+    /// Ours: writes back `size` bytes (0: RELEASE writes nothing).
+    Ours { writes: usize },
+}
+
+fn known(cmd: u32) -> Option<Known> {
+    match cmd {
+        c if c == abi::IOCTL_GET_DEVICE_INFO || c == abi::IOCTL_GET_DRIVER_INFO => {
+            return Some(Known::Info)
+        }
+        c if c == abi::IOCTL_LOCK_CTL => return Some(Known::LockCtl),
+        _ => {}
+    }
+    let (dir, ty, nr, size) = (
+        cmd >> 30,
+        (cmd >> 8) & 0xff,
+        cmd & 0xff,
+        (cmd >> 16) & 0x3fff,
+    );
+    if dir != 3 || ty != MAGIC {
+        return None;
+    }
+    let (first, writes) = match nr {
+        0x40 => (40, 40),
+        0x41 => (48, 48),
+        0x42 => (16, 0),
+        0x43 => (80, 80),
+        _ => return None,
+    };
+    (size >= first).then_some(Known::Ours { writes })
+}
+
+/// Generic VFS ioctls (they act on the descriptor or the inode before the
+/// driver sees the call): their type bytes are not fuzzed.
+fn vfs_type(cmd: u32) -> bool {
+    matches!((cmd >> 8) & 0xff, 0x00 | 0x15 | 0x54 | 0x58 | 0x66 | 0x94)
+}
+
+fn readable(ptr: &Ptr) -> bool {
+    match ptr {
+        Ptr::Valid(_) | Ptr::End | Ptr::ReadOnly(_) => true,
+        Ptr::NoAccess(_) | Ptr::Null => false,
+        // Low, kernel and non-canonical addresses only (see gen_ptr).
+        Ptr::Addr(_) => false,
+    }
+}
+
+/// Judges an answer; `Err` describes what is wrong.
+fn judge(input: &Input, errno: i32) -> TestResult {
+    if let Some(want) = input.expect {
+        ensure!(
+            errno == want,
+            "got {}, expected {}",
+            name(errno),
+            name(want)
+        );
+    }
+    let Some(k) = known(input.cmd) else {
+        if vfs_type(input.cmd) {
+            return Ok(());
+        }
+        ensure!(
+            errno == libc::ENOTTY,
+            "unknown command: got {}, expected ENOTTY",
+            name(errno)
+        );
+        return Ok(());
+    };
+    if !readable(&input.ptr) {
+        ensure!(
+            errno == libc::EFAULT,
+            "unreadable argument: got {}, expected EFAULT",
+            name(errno)
+        );
+        return Ok(());
+    }
+    let allowed: &[i32] = match k {
+        Known::Info => &[0, libc::EFAULT],
+        Known::LockCtl => &[0, libc::EFAULT, libc::EINVAL, libc::EINTR],
+        Known::Ours { .. } => &[
+            0,
+            libc::EFAULT,
+            libc::EINVAL,
+            libc::E2BIG,
+            libc::EBUSY,
+            libc::ETIMEDOUT,
+            libc::EDEADLK,
+            libc::EPERM,
+            libc::EINTR,
+        ],
+    };
+    ensure!(
+        allowed.contains(&errno),
+        "{k:?}: unexpected {}",
+        name(errno)
+    );
+    Ok(())
+}
+
+fn name(errno: i32) -> String {
+    if errno == 0 {
+        "success".into()
+    } else {
+        errname(errno)
+    }
+}
+
+/// The bytes the command may write, as [lo, hi) addresses.
+fn write_window(input: &Input, ptr: usize) -> (usize, usize) {
+    // output_size_bytes; past short bytes, the word is the arena's pattern.
+    let mut w = [PATTERN; 4];
+    let k = input.bytes.len().min(4);
+    w[..k].copy_from_slice(&input.bytes[..k]);
+    let osb = u32::from_ne_bytes(w) as usize;
+    match known(input.cmd) {
+        Some(Known::Info) => (ptr.wrapping_add(4), ptr.wrapping_add(4).saturating_add(osb)),
+        Some(Known::LockCtl) => (
+            ptr.wrapping_add(12),
+            ptr.wrapping_add(12).saturating_add(osb),
+        ),
+        Some(Known::Ours { writes }) => (ptr, ptr.saturating_add(writes)),
+        None => (0, 0),
+    }
+}
+
+// ---- the watchdog -------------------------------------------------------------------
+
+extern "C" fn on_sigusr2(_: libc::c_int) {}
+
+/// Per thread: when its current call started (0: not in a call), its tid.
+struct Watch {
+    since: Vec<AtomicU64>,
+    tid: Vec<AtomicU64>,
+    stop: AtomicBool,
+    kicks: AtomicU64,
+}
+
+impl Watch {
+    fn new(n: usize) -> Arc<Watch> {
+        Arc::new(Watch {
+            since: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            tid: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            stop: AtomicBool::new(false),
+            kicks: AtomicU64::new(0),
+        })
+    }
+
+    /// Interrupts calls that have blocked for more than `limit`.
+    fn run(&self, limit: Duration) {
+        let pid = std::process::id() as i64;
+        while !self.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(2));
+            let now = now_ns();
+            for (since, tid) in self.since.iter().zip(&self.tid) {
+                let s = since.load(Ordering::SeqCst);
+                if s != 0 && now.saturating_sub(s) > limit.as_nanos() as u64 {
+                    let t = tid.load(Ordering::SeqCst) as i64;
+                    // SAFETY: signalling one of our own threads.
+                    unsafe { libc::syscall(libc::SYS_tgkill, pid, t, libc::SIGUSR2) };
+                    self.kicks.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+    }
+
+    fn register(&self, i: usize) {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+        self.tid[i].store(tid as u64, Ordering::SeqCst);
+    }
+}
+
+/// Runs one input on `dev`: (errno, problem).
+fn execute(
+    mem: &mut Mem,
+    dev: &tt_arbiter::Device,
+    input: &Input,
+    watch: &Watch,
+    me: usize,
+) -> Result<(i32, Option<String>), String> {
+    let ptr = mem.prepare(input)?;
+    watch.since[me].store(now_ns().max(1), Ordering::SeqCst);
+    let r = ioctl_addr(dev.as_raw_fd(), input.cmd, ptr);
+    watch.since[me].store(0, Ordering::SeqCst);
+    let errno = errno_of(&r);
+    let mut problem = judge(input, errno).err();
+    if problem.is_none() {
+        let (lo, hi) = write_window(input, ptr);
+        problem = mem.stray_writes(lo, hi);
+    }
+    Ok((errno, problem))
+}
+
+// ---- generation -----------------------------------------------------------------------
+
+fn put32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+}
+
+fn put64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+}
+
+fn pick<T: Copy>(rng: &mut Rng, xs: &[T]) -> T {
+    xs[rng.below(xs.len() as u64) as usize]
+}
+
+fn random_bytes(rng: &mut Rng, n: usize) -> Vec<u8> {
+    (0..n).map(|_| rng.next() as u8).collect()
+}
+
+fn gen_index(rng: &mut Rng) -> u32 {
+    match rng.below(10) {
+        0 => pick(rng, &[64, 65, 255, 256, u32::MAX, 0x8000_0000]),
+        1 => rng.next() as u32,
+        _ => rng.below(64) as u32,
+    }
+}
+
+fn gen_flags(rng: &mut Rng) -> u32 {
+    match rng.below(10) {
+        0..=3 => abi::LOCK_NONBLOCK,
+        4..=5 => abi::LOCK_DEADLINE,
+        6 => 0,
+        7 => 3,
+        8 => 1 << rng.below(32),
+        _ => rng.next() as u32,
+    }
+}
+
+fn gen_deadline(rng: &mut Rng) -> u64 {
+    match rng.below(8) {
+        0 => 0,
+        1 => now_ns(),
+        2 => u64::MAX,
+        3 => i64::MAX as u64 + 1,
+        4 => rng.next(),
+        _ => now_ns() + rng.below(3_000_000),
+    }
+}
+
+fn gen_mask(rng: &mut Rng) -> u64 {
+    match rng.below(8) {
+        0 => 0,
+        1 => u64::MAX,
+        2 => rng.next(),
+        _ => {
+            let mut m = 0;
+            for _ in 0..1 + rng.below(3) {
+                m |= 1u64 << rng.below(64);
+            }
+            m
+        }
+    }
+}
+
+/// One of our commands, as a struct with random (mostly plausible) fields.
+fn gen_ours(rng: &mut Rng) -> (u32, Vec<u8>) {
+    let nr = 0x40 + rng.below(4) as u32;
+    let own = [40usize, 48, 16, 80][(nr - 0x40) as usize];
+    let mut b = vec![0u8; own];
+    match nr {
+        0x40 => {
+            put32(&mut b, 4, gen_flags(rng));
+            put32(&mut b, 8, gen_index(rng));
+            put64(&mut b, 16, gen_deadline(rng));
+        }
+        0x41 => {
+            put32(&mut b, 4, gen_flags(rng));
+            put64(&mut b, 8, gen_mask(rng));
+            put64(&mut b, 16, gen_deadline(rng));
+        }
+        0x42 => {
+            put32(
+                &mut b,
+                4,
+                if rng.below(6) == 0 {
+                    rng.next() as u32
+                } else {
+                    0
+                },
+            );
+            put64(&mut b, 8, gen_mask(rng));
+        }
+        _ => {
+            put32(
+                &mut b,
+                4,
+                if rng.below(6) == 0 {
+                    rng.next() as u32
+                } else {
+                    0
+                },
+            );
+            put32(&mut b, 8, gen_index(rng));
+        }
+    }
+    // reserved0 of ACQUIRE and ACQUIRE_SET, sometimes not zero
+    if rng.below(10) == 0 {
+        match nr {
+            0x40 => put32(&mut b, 12, rng.next() as u32),
+            0x41 => put32(&mut b, 44, rng.next() as u32),
+            _ => {}
+        }
+    }
+    // output fields with garbage in them (must be ignored)
+    if rng.below(4) == 0 && own > 24 {
+        for x in &mut b[24..] {
+            *x = rng.next() as u8;
+        }
+    }
+    let mut argsz = own as u32;
+    if rng.below(5) == 0 {
+        argsz = pick(
+            rng,
+            &[
+                0,
+                1,
+                4,
+                own as u32 - 1,
+                own as u32 + 1,
+                own as u32 + 8,
+                4095,
+                4096,
+                4097,
+                0x7fff_ffff,
+                0xffff_ffff,
+            ],
+        );
+        if argsz as usize > own && argsz <= 4096 {
+            b.resize(argsz as usize, 0);
+            if rng.below(2) == 0 {
+                let at = own + rng.below((argsz as usize - own) as u64) as usize;
+                b[at] = 1 + rng.below(255) as u8;
+            }
+        }
+    }
+    put32(&mut b, 0, argsz);
+    if rng.below(5) == 0 {
+        for _ in 0..1 + rng.below(3) {
+            let at = rng.below(b.len().min(own) as u64) as usize;
+            b[at] ^= 1 << rng.below(8);
+        }
+    }
+    let size = own as u32;
+    (abi::iowr(MAGIC, nr, size as usize), b)
+}
+
+/// The C driver's commands, with random output_size_bytes / flags / index.
+fn gen_old(rng: &mut Rng) -> (u32, Vec<u8>) {
+    let cmd = pick(
+        rng,
+        &[
+            abi::IOCTL_GET_DEVICE_INFO,
+            abi::IOCTL_GET_DRIVER_INFO,
+            abi::IOCTL_LOCK_CTL,
+            abi::IOCTL_LOCK_CTL,
+        ],
+    );
+    let osb = match rng.below(8) {
+        0 => 0,
+        1 => 0xffff_ffff,
+        2 => rng.next() as u32,
+        3 => pick(rng, &[1, 3, 4096, 8192, 0x8000_0000]),
+        _ => pick(rng, &[4, 16, 24]),
+    };
+    let mut b = vec![0u8; 12 + rng.below(20) as usize];
+    put32(&mut b, 0, osb);
+    if cmd == abi::IOCTL_LOCK_CTL {
+        let flags = match rng.below(8) {
+            0 => rng.next() as u32,
+            1 => 4 + rng.below(4) as u32,
+            // Blocking and TEST less often: try, release, test
+            _ => pick(rng, &[0, 0, 1, 1, 2, 3]),
+        };
+        put32(&mut b, 4, flags);
+        b[8] = if rng.below(8) == 0 {
+            rng.next() as u8
+        } else {
+            rng.below(64) as u8
+        };
+        if rng.below(3) == 0 {
+            b[9] = rng.next() as u8;
+            b[10] = rng.next() as u8;
+            b[11] = rng.next() as u8;
+        }
+    } else if rng.below(3) == 0 {
+        b.truncate(4);
+    }
+    (cmd, b)
+}
+
+fn gen_cmd_bytes(rng: &mut Rng) -> (u32, Vec<u8>) {
+    match rng.below(100) {
+        0..=39 => gen_ours(rng),
+        40..=59 => gen_old(rng),
+        60..=69 => {
+            // our numbers with random size and direction bits
+            let (_, mut b) = gen_ours(rng);
+            let nr = 0x40 + rng.below(4) as u32;
+            let dir = if rng.below(2) == 0 {
+                3
+            } else {
+                rng.below(4) as u32
+            };
+            let size = match rng.below(4) {
+                0 => rng.below(0x4000),
+                1 => 0x3fff,
+                _ => rng.below(100),
+            } as u32;
+            b.resize(b.len().max((size as usize).min(ARENA)), 0);
+            (abi::ioc(dir, MAGIC, nr, size as usize), b)
+        }
+        70..=84 => {
+            let dir = rng.below(4) as u32;
+            let nr = rng.below(256) as u32;
+            let size = rng.below(0x4000) as usize;
+            let n = rng.below(128) as usize;
+            (abi::ioc(dir, MAGIC, nr, size), random_bytes(rng, n))
+        }
+        _ => {
+            let cmd = loop {
+                let c = rng.next() as u32;
+                if !vfs_type(c) {
+                    break c;
+                }
+            };
+            let n = rng.below(128) as usize;
+            (cmd, random_bytes(rng, n))
+        }
+    }
+}
+
+fn gen_ptr(rng: &mut Rng, len: usize) -> Ptr {
+    let page = page_size();
+    match rng.below(100) {
+        0..=44 => Ptr::Valid(8 * rng.below(((ARENA - len) / 8) as u64 + 1) as usize),
+        45..=59 => Ptr::Valid(rng.below((ARENA - len) as u64 + 1) as usize),
+        60..=69 => Ptr::End,
+        70..=77 => Ptr::ReadOnly(rng.below(page as u64) as usize),
+        78..=82 => Ptr::NoAccess(rng.below(page as u64) as usize),
+        83..=86 => Ptr::Null,
+        87..=91 => Ptr::Addr(1 + rng.below(4095)),
+        _ => Ptr::Addr(pick(
+            rng,
+            &[
+                0xffff_8000_0000_0000,
+                0xffff_8880_0000_0000,
+                0xffff_ffff_8100_0000,
+                0xffff_ffff_ff60_0000,
+                u64::MAX - 7,
+                u64::MAX,
+                0x0000_8000_0000_0000,
+                0x8000_0000_0000_0000,
+            ],
+        )),
+    }
+}
+
+fn gen_input(rng: &mut Rng) -> Input {
+    let card = rng.below(2) as u32;
+    let (cmd, bytes) = gen_cmd_bytes(rng);
+    let ptr = gen_ptr(rng, bytes.len());
+    Input {
+        card,
+        cmd,
+        ptr,
+        bytes,
+        prehold: 0,
+        selfhold: 0,
+        expect: None,
+    }
+}
+
+// ---- the suites -------------------------------------------------------------------------
+
+/// What fuzz threads report.
+#[derive(Default)]
+struct Tally {
+    inputs: u64,
+    ok: u64,
+    eintr: u64,
+    breaks: Vec<String>,
+}
+
+fn fuzz_thread(me: usize, seed: u64, n: u64, watch: &Watch) -> Result<Tally, String> {
+    watch.register(me);
+    let mut rng = Rng::new(seed);
+    let mut mem = Mem::new()?;
+    let mut devs = [open(0)?, open(1)?];
+    let mut t = Tally::default();
+    for k in 0..n {
+        if k % 100 == 99 {
+            // Closing releases what the fuzzed commands acquired.
+            devs = [open(0)?, open(1)?];
+        }
+        let input = gen_input(&mut rng);
+        let (errno, problem) = execute(&mut mem, &devs[input.card as usize], &input, watch, me)?;
+        t.inputs += 1;
+        match errno {
+            0 => t.ok += 1,
+            libc::EINTR => t.eintr += 1,
+            _ => {}
+        }
+        if let Some(p) = problem {
+            t.breaks.push(format!(
+                "{p}\n  (errno {})\n  corpus: {}",
+                name(errno),
+                input.line()
+            ));
+        }
+    }
+    Ok(t)
+}
+
+fn install_sigusr2() -> TestResult {
+    install_handler(libc::SIGUSR2, on_sigusr2, false)
+}
+
+/// Multithreaded fuzzing of both cards, with locks held by another file.
+pub fn fuzz_ioctls() -> TestResult {
+    let nthreads = sized(4usize, 8);
+    let per_thread = sized(1500u64, 25_000);
+    let left = check_all_free(&[0, 1])?;
+    ensure!(
+        left.lost == 0,
+        "locks not free before fuzzing:\n{}",
+        left.report.join("\n")
+    );
+    let seed = seed("fuzz");
+    install_sigusr2()?;
+    // Locks held elsewhere during the fuzzing: a blocking command on them
+    // waits until the watchdog interrupts it.
+    let holder = [open(0)?, open(1)?];
+    let held = bit(0) | bit(1) | bit(16) | bit(20) | bit(63);
+    for h in &holder {
+        expect_ok(
+            acquire_set(h, held, abi::LOCK_NONBLOCK, 0).0,
+            "ACQUIRE_SET of the held locks",
+        )?;
+    }
+    let watch = Watch::new(nthreads);
+    let w = watch.clone();
+    let dog = std::thread::spawn(move || w.run(Duration::from_millis(15)));
+    let start = Instant::now();
+    let results: Vec<Result<Tally, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..nthreads)
+            .map(|i| {
+                let watch = &watch;
+                let seed = seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                s.spawn(move || fuzz_thread(i, seed, per_thread, watch))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|p| Err(format!("fuzz thread panicked: {}", panic_message(&p))))
+            })
+            .collect()
+    });
+    watch.stop.store(true, Ordering::SeqCst);
+    let _ = dog.join();
+    let took = start.elapsed();
+    for h in &holder {
+        for i in 0..64 {
+            if held & bit(i) != 0 {
+                ensure!(query(h, i)?.held_by_caller, "the holder file lost lock {i}");
+            }
+        }
+    }
+    drop(holder);
+    let mut total = Tally::default();
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok(t) => {
+                total.inputs += t.inputs;
+                total.ok += t.ok;
+                total.eintr += t.eintr;
+                total.breaks.extend(t.breaks);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let left = check_all_free(&[0, 1])?;
+    figure("fuzz_inputs", total.inputs);
+    figure("operations", total.inputs);
+    figure("fuzz_succeeded", total.ok);
+    figure("fuzz_interrupted", total.eintr);
+    figure("fuzz_watchdog_kicks", watch.kicks.load(Ordering::SeqCst));
+    figure("fuzz_breaks", total.breaks.len());
+    figure("lost_locks", left.lost);
+    println!(
+        "# fuzz: {} inputs in {:.1} s on {nthreads} threads",
+        total.inputs,
+        took.as_secs_f64()
+    );
+    for b in total.breaks.iter().take(20) {
+        for line in b.lines() {
+            println!("# fuzz break: {line}");
+        }
+    }
+    ensure!(errors.is_empty(), "{}", errors.join("\n"));
+    ensure!(
+        total.breaks.is_empty(),
+        "{} input(s) broke something (the '# corpus:' lines above go in tools/ioctl-test/corpus/); first:\n{}",
+        total.breaks.len(),
+        total.breaks[0]
+    );
+    ensure!(
+        left.lost == 0,
+        "after the fuzz files closed, locks are not free:\n{}",
+        left.report.join("\n")
+    );
+    Ok(())
+}
+
+/// The corpus' inputs, replayed one by one with their expectations.
+pub fn corpus_replay() -> TestResult {
+    install_sigusr2()?;
+    let watch = Watch::new(1);
+    watch.register(0);
+    let w = watch.clone();
+    let dog = std::thread::spawn(move || w.run(Duration::from_millis(50)));
+    let result = replay_all(&watch);
+    watch.stop.store(true, Ordering::SeqCst);
+    let _ = dog.join();
+    result
+}
+
+fn replay_all(watch: &Watch) -> TestResult {
+    let mut mem = Mem::new()?;
+    let mut n = 0;
+    let mut failures = Vec::new();
+    for (file, text) in CORPUS {
+        for (lineno, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let at = format!("{file}:{}", lineno + 1);
+            let input = Input::parse(line).map_err(|e| format!("{at}: {e}"))?;
+            n += 1;
+            let dev = open(input.card)?;
+            let other = open(input.card)?;
+            if input.prehold != 0 {
+                expect_ok(
+                    acquire_set(&other, input.prehold, abi::LOCK_NONBLOCK, 0).0,
+                    &format!("{at}: prehold"),
+                )?;
+            }
+            if input.selfhold != 0 {
+                expect_ok(
+                    acquire_set(&dev, input.selfhold, abi::LOCK_NONBLOCK, 0).0,
+                    &format!("{at}: selfhold"),
+                )?;
+            }
+            let (errno, problem) = execute(&mut mem, &dev, &input, watch, 0)?;
+            if let Some(p) = problem {
+                failures.push(format!("{at}: {p} (errno {})\n  {line}", name(errno)));
+            }
+            drop(dev);
+            drop(other);
+            let left = check_all_free(&[input.card])?;
+            if left.lost != 0 {
+                failures.push(format!(
+                    "{at}: locks not free after closing:\n{}",
+                    left.report.join("\n")
+                ));
+            }
+        }
+    }
+    figure("corpus_inputs", n);
+    ensure!(n > 0, "the corpus is empty");
+    ensure!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corpus_parses_and_lines_round_trip() {
+        for (file, text) in CORPUS {
+            for line in text.lines().map(str::trim) {
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let i = Input::parse(line).unwrap_or_else(|e| panic!("{file}: {line}: {e}"));
+                let again = Input::parse(&i.line()).unwrap();
+                assert_eq!((again.card, again.cmd, &again.ptr), (i.card, i.cmd, &i.ptr));
+                assert_eq!(again.bytes, i.bytes, "{line}");
+            }
+        }
+        let mut rng = Rng::new(5);
+        for _ in 0..2000 {
+            let i = gen_input(&mut rng);
+            assert!(i.bytes.len() <= ARENA);
+            let again = Input::parse(&i.line()).unwrap();
+            assert_eq!(again.bytes, i.bytes);
+            assert_eq!(again.ptr, i.ptr);
+            assert!(!vfs_type(i.cmd) || known(i.cmd).is_some());
+        }
+        assert_eq!(
+            known(abi::IOCTL_LOCK_QUERY),
+            Some(Known::Ours { writes: 80 })
+        );
+        assert_eq!(known(abi::iowr(MAGIC, 0x43, 79)), None);
+        assert_eq!(
+            known(abi::iowr(MAGIC, 0x40, 0x3fff)),
+            Some(Known::Ours { writes: 40 })
+        );
+        assert_eq!(known(0x8008_fa08), None);
+        assert_eq!(errno_by_name("EFAULT"), Some(libc::EFAULT));
+    }
+}

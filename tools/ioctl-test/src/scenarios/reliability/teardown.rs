@@ -1,0 +1,466 @@
+//! Teardown under load: unbind/rebind card 0 in a loop while waiters are
+//! queued on it and a stress workload runs on card 1; module reload.
+//! Both leave the system as they found it (module loaded, edu bound as
+//! card 0, pci-testdev as card 1).
+
+use std::ffi::CString;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tt_arbiter::abi;
+
+use super::storm::bits;
+use super::*;
+
+const DRIVER: &str = "/sys/bus/pci/drivers/tenstorrent";
+
+/// Waits (bounded) until `path` exists or not.
+fn wait_path(path: &str, exists: bool) -> TestResult {
+    let start = Instant::now();
+    while std::path::Path::new(path).exists() != exists {
+        ensure!(
+            start.elapsed() < Duration::from_secs(20),
+            "{path} {} within 20 s",
+            if exists {
+                "did not appear"
+            } else {
+                "did not go away"
+            }
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+/// Stress on one card: random blocking / timed / try / set / LOCK_CTL
+/// operations with owner words; any errno but EBUSY and ETIMEDOUT is an
+/// error, and so is a conflict in the owner words.
+struct Load {
+    stop: Counter,
+    ops: Counter,
+    owners: Owners,
+    errors: FirstError,
+    doubles: FirstError,
+}
+
+impl Load {
+    fn new() -> Result<Load, String> {
+        Ok(Load {
+            stop: Counter::new()?,
+            ops: Counter::new()?,
+            owners: Owners::new()?,
+            errors: FirstError::new()?,
+            doubles: FirstError::new()?,
+        })
+    }
+
+    fn worker(&self, card: u32, span: u32, id: u32, seed: u64) -> i32 {
+        let dev = match open(card) {
+            Ok(d) => d,
+            Err(e) => {
+                self.errors.report(&e);
+                return 1;
+            }
+        };
+        let mut rng = Rng::new(seed);
+        while self.stop.get().load(Ordering::SeqCst) == 0 {
+            let one = rng.below(span as u64) as u32;
+            let kind = rng.below(6);
+            let mask = if kind == 5 {
+                bit(one) | bit((one + 1 + rng.below(span as u64 - 1) as u32) % span)
+            } else {
+                bit(one)
+            };
+            self.ops.get().fetch_add(1, Ordering::SeqCst);
+            let r = match kind {
+                0 => acquire(&dev, one, 0, 0).0,
+                1 => acquire(&dev, one, abi::LOCK_NONBLOCK, 0).0,
+                2 => {
+                    acquire(
+                        &dev,
+                        one,
+                        abi::LOCK_DEADLINE,
+                        now_ns() + rng.below(2_000_000),
+                    )
+                    .0
+                }
+                3 => {
+                    lock_ctl(&dev, one as u8, abi::LOCK_CTL_ACQUIRE_BLOCKING).map(|v| v as i32 - 1)
+                }
+                4 => match lock_ctl(&dev, one as u8, abi::LOCK_CTL_ACQUIRE) {
+                    Ok(1) => Ok(0),
+                    Ok(_) => Err(std::io::Error::from_raw_os_error(libc::EBUSY)),
+                    Err(e) => Err(e),
+                },
+                _ => acquire_set(&dev, mask, 0, 0).0,
+            };
+            match r {
+                Ok(0) => {}
+                Ok(v) => {
+                    self.errors
+                        .report(&format!("card {card}: op {kind} answered {v}"));
+                    return 1;
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ETIMEDOUT)) => {
+                    continue
+                }
+                Err(e) => {
+                    self.errors.report(&format!(
+                        "card {card} (stress on the other card): op {kind} on {mask:#x}: {}",
+                        outcome::<()>(&Err(e))
+                    ));
+                    return 1;
+                }
+            }
+            for l in bits(mask) {
+                if let Err(other) = self.owners.claim(card, l, id) {
+                    self.doubles.report(&format!(
+                        "card {card} lock {l}: worker {id} granted it while worker {other} holds it"
+                    ));
+                }
+            }
+            for _ in 0..rng.below(3000) {
+                std::hint::spin_loop();
+            }
+            for l in bits(mask) {
+                if let Err(other) = self.owners.unclaim(card, l, id) {
+                    self.doubles.report(&format!(
+                        "card {card} lock {l}: owner word {other} while worker {id} held it"
+                    ));
+                }
+            }
+            self.ops.get().fetch_add(1, Ordering::SeqCst);
+            if let Err(e) = release(&dev, mask) {
+                self.errors.report(&format!(
+                    "card {card}: RELEASE {mask:#x}: {}",
+                    outcome::<()>(&Err(e))
+                ));
+                return 1;
+            }
+        }
+        0
+    }
+}
+
+/// Card 0 is fresh: every lock free, counters zero.
+fn fresh(card: u32) -> TestResult {
+    let dev = open(card)?;
+    for i in 0..abi::LOCK_COUNT {
+        let q = query(&dev, i)?;
+        ensure!(
+            !q.held && q.waiters == 0 && q.raw.acquisitions == 0 && q.raw.owner_died_count == 0,
+            "card {card} lock {i} is not fresh after (re)binding: {q:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Unbind and rebind card 0 in a loop, each time with waiters of every
+/// kind queued on it (they must all wake with ENODEV), while stress runs on
+/// card 1 (no error, mutual exclusion holds).
+pub fn unbind_rebind_under_load() -> TestResult {
+    let iterations = sized(3, 25);
+    let nwaiters = sized(4u32, 8);
+    let bdf0 = bdf(0)?;
+    let left = check_all_free(&[0, 1])?;
+    ensure!(
+        left.lost == 0,
+        "locks not free at start:\n{}",
+        left.report.join("\n")
+    );
+    let mut rng = Rng::new(seed("teardown"));
+    let load = Load::new()?;
+    let mut stressers = Vec::new();
+    for id in 1..=sized(3u32, 4) {
+        let seed = rng.next();
+        let load = &load;
+        stressers.push(fork_child(&[], move || load.worker(1, 6, id, seed))?);
+    }
+    let results = Shared::new(4096)?;
+    let i = 2u32;
+    let mut result = Ok(());
+    let mut rebinds = 0u64;
+    let mut woken = 0u64;
+    for it in 0..iterations {
+        let r = (|| -> TestResult {
+            let holder = open(0)?;
+            expect_ok(
+                acquire(&holder, i, abi::LOCK_NONBLOCK, 0).0,
+                "holder ACQUIRE",
+            )?;
+            let mut pids = Vec::new();
+            for w in 0..nwaiters {
+                results.u64(w as usize).store(0, Ordering::SeqCst);
+                let results = &results;
+                let kind = (w + it as u32) % 4;
+                pids.push(fork_child(&[], move || {
+                    let Ok(d) = open(0) else {
+                        results.u64(w as usize).store(u64::MAX, Ordering::SeqCst);
+                        return 1;
+                    };
+                    let r = match kind {
+                        0 => acquire(&d, i, 0, 0).0,
+                        1 => lock_ctl(&d, i as u8, abi::LOCK_CTL_ACQUIRE_BLOCKING).map(i32::from),
+                        2 => acquire(&d, i, abi::LOCK_DEADLINE, now_ns() + 300_000_000_000).0,
+                        _ => acquire_set(&d, bit(i) | bit(i + 1), 0, 0).0,
+                    };
+                    results
+                        .u64(w as usize)
+                        .store(1000 + errno_of(&r) as u64, Ordering::SeqCst);
+                    0
+                })?);
+                wait_waiters(&holder, i, w + 1)?;
+            }
+            sysfs_write(&format!("{DRIVER}/unbind"), &bdf0)?;
+            rebinds += 1;
+            let deadline = Instant::now() + PATIENCE;
+            let mut problems = Vec::new();
+            for (w, pid) in pids.into_iter().enumerate() {
+                if reap_until(pid, deadline).is_none() {
+                    kill_reap(pid);
+                    problems.push(format!(
+                        "waiter {w} still blocked {PATIENCE:?} after the unbind"
+                    ));
+                    continue;
+                }
+                let got = results.u64(w).load(Ordering::SeqCst);
+                if got == 1000 + libc::ENODEV as u64 {
+                    woken += 1;
+                } else {
+                    problems.push(format!(
+                        "waiter {w} (kind {}): {}, expected ENODEV",
+                        (w as u32 + it as u32) % 4,
+                        if got >= 1000 {
+                            name_of(got as i32 - 1000)
+                        } else {
+                            format!("no result ({got})")
+                        }
+                    ));
+                }
+            }
+            expect_errno(
+                holder.query(i).map_err(std::io::Error::from),
+                libc::ENODEV,
+                "QUERY on the unbound card",
+            )?;
+            drop(holder);
+            sysfs_write(&format!("{DRIVER}/bind"), &bdf0)?;
+            wait_path(&node(0), true)?;
+            fresh(0)?;
+            ensure!(
+                problems.is_empty(),
+                "iteration {it}:\n{}",
+                problems.join("\n")
+            );
+            ensure!(
+                load.errors.count() == 0 && load.doubles.count() == 0,
+                "stress on card 1 during iteration {it}: {} {}",
+                load.errors.first(),
+                load.doubles.first()
+            );
+            Ok(())
+        })();
+        if r.is_err() {
+            if !is_bound(&bdf0) {
+                let _ = sysfs_write(&format!("{DRIVER}/bind"), &bdf0);
+            }
+            result = r;
+            break;
+        }
+    }
+    load.stop.get().store(1, Ordering::SeqCst);
+    let deadline = Instant::now() + PATIENCE;
+    let mut stuck = 0;
+    for pid in stressers {
+        match reap_until(pid, deadline) {
+            Some(0) => {}
+            Some(s) => {
+                if result.is_ok() {
+                    result = Err(format!(
+                        "card 1 stress process {}: {}",
+                        describe_status(s),
+                        load.errors.first()
+                    ));
+                }
+            }
+            None => {
+                stuck += 1;
+                kill_reap(pid);
+            }
+        }
+    }
+    let left = check_all_free(&[0, 1])?;
+    figure("rebinds", rebinds);
+    figure("teardown_waiters_woken_enodev", woken);
+    figure("operations", load.ops.get().load(Ordering::SeqCst));
+    figure("lost_locks", left.lost + stuck);
+    figure("double_holders", load.doubles.count());
+    result?;
+    ensure!(
+        stuck == 0,
+        "{stuck} card 1 stress process(es) stuck at the end"
+    );
+    ensure!(
+        load.errors.count() == 0,
+        "card 1 stress: {} error(s), first: {}",
+        load.errors.count(),
+        load.errors.first()
+    );
+    ensure!(
+        load.doubles.count() == 0,
+        "card 1 stress: {} double holder(s), first: {}",
+        load.doubles.count(),
+        load.doubles.first()
+    );
+    ensure!(
+        left.lost == 0,
+        "locks not free at the end:\n{}",
+        left.report.join("\n")
+    );
+    Ok(())
+}
+
+fn name_of(errno: i32) -> String {
+    if errno == 0 {
+        "success".into()
+    } else {
+        errname(errno)
+    }
+}
+
+fn delete_module() -> TestResult {
+    let start = Instant::now();
+    loop {
+        // SAFETY: delete_module with a NUL-terminated name.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_delete_module,
+                c"tenstorrent".as_ptr(),
+                libc::O_NONBLOCK,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        let errno = e.raw_os_error().unwrap_or(0);
+        // Files of processes just reaped may still be on their way out.
+        if (errno == libc::EAGAIN || errno == libc::EBUSY)
+            && start.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        return Err(format!("delete_module(\"tenstorrent\", O_NONBLOCK): {e}"));
+    }
+}
+
+fn insert_module(path: &str) -> TestResult {
+    let f = std::fs::File::open(path).map_err(|e| format!("open {path}: {e}"))?;
+    let params = CString::new("").unwrap();
+    // SAFETY: finit_module with an open module file and empty parameters.
+    let rc = unsafe { libc::syscall(libc::SYS_finit_module, f.as_raw_fd(), params.as_ptr(), 0) };
+    ensure!(
+        rc == 0,
+        "finit_module({path}): {}",
+        std::io::Error::last_os_error()
+    );
+    Ok(())
+}
+
+/// Binds both cards through new_id, one at a time so that edu is card 0.
+fn bind_both() -> TestResult {
+    for (id, n) in [("1234 11e8", 0), ("1b36 0005", 1)] {
+        sysfs_write(&format!("{DRIVER}/new_id"), id)?;
+        wait_path(&node(n), true)?;
+    }
+    Ok(())
+}
+
+/// Module reload with nothing open: delete_module, finit_module of
+/// /tenstorrent.ko (TT_MODULE_PATH), new_id for both devices, and the cards
+/// come back in the same order, fresh.
+pub fn module_reload() -> TestResult {
+    let reloads = sized(1, 4);
+    let path = std::env::var("TT_MODULE_PATH").unwrap_or_else(|_| "/tenstorrent.ko".into());
+    ensure!(
+        std::path::Path::new(&path).exists(),
+        "{path} does not exist (the VM harness puts the module there)"
+    );
+    let bdfs = [bdf(0)?, bdf(1)?];
+    let left = check_all_free(&[0, 1])?;
+    ensure!(
+        left.lost == 0,
+        "locks not free at start:\n{}",
+        left.report.join("\n")
+    );
+    let mut done = 0;
+    let mut result = Ok(());
+    for r in 0..reloads {
+        let step = (|| -> TestResult {
+            delete_module()?;
+            ensure!(
+                !std::path::Path::new("/sys/module/tenstorrent").exists(),
+                "/sys/module/tenstorrent still exists after delete_module"
+            );
+            wait_path(&node(0), false)?;
+            wait_path(&node(1), false)?;
+            insert_module(&path)?;
+            bind_both()?;
+            for (n, (bdf, (v, d))) in bdfs
+                .iter()
+                .zip([(0x1234u16, 0x11e8u16), (0x1b36, 0x0005)])
+                .enumerate()
+            {
+                let dev = open(n as u32)?;
+                let info = ctx(dev.device_info(), "GET_DEVICE_INFO after reload")?;
+                ensure!(
+                    info.vendor_id == v && info.device_id == d,
+                    "after reload {} is {:04x}:{:04x}, expected {v:04x}:{d:04x}",
+                    node(n as u32),
+                    info.vendor_id,
+                    info.device_id
+                );
+                let link =
+                    std::fs::read_link(format!("/sys/class/tenstorrent/tenstorrent!{n}/device"))
+                        .map_err(|e| format!("device link of card {n}: {e}"))?;
+                ensure!(
+                    link.file_name()
+                        .is_some_and(|f| f.to_string_lossy() == *bdf),
+                    "after reload card {n} is {}, expected {bdf}",
+                    link.display()
+                );
+                fresh(n as u32)?;
+                ctx(
+                    dev.acquire(5, tt_arbiter::Wait::Try),
+                    "ACQUIRE after reload",
+                )?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = step {
+            // Leave the system usable for the scenarios after this one.
+            if !std::path::Path::new("/sys/module/tenstorrent").exists() {
+                let _ = insert_module(&path);
+            }
+            if !std::path::Path::new(&node(0)).exists() || !std::path::Path::new(&node(1)).exists()
+            {
+                let _ = bind_both();
+            }
+            result = Err(format!("reload {r}: {e}"));
+            break;
+        }
+        done += 1;
+    }
+    figure("reloads", done);
+    result?;
+    let left = check_all_free(&[0, 1])?;
+    figure("lost_locks", left.lost);
+    ensure!(
+        left.lost == 0,
+        "locks not free after the reloads:\n{}",
+        left.report.join("\n")
+    );
+    Ok(())
+}
