@@ -6,24 +6,74 @@
 #   make                 build tenstorrent.ko against the project's cached
 #                        Linux 7.3 test kernel (built on first use)
 #   make KDIR=/lib/modules/$(uname -r)/build
-#                        build against another kernel's build tree
+#                        build against another kernel's build tree (it must
+#                        have CONFIG_RUST=y and its Rust metadata,
+#                        $KDIR/rust/libkernel.rmeta; checked first)
 #   make check           every test layer, ending with "N passed, N failed"
 #   make stress          the reliability suites at stress size (debug
 #                        kernel), ending with a table of figures
 #   make vm              boot the test VM with the module loaded
 #   make bench           benchmarks (non-debug kernel)
+#
+# Installing (see README "Installing"):
+#   make KDIR=... install         modules_install into KDIR's kernel, the
+#                                 udev rule and the "tenstorrent" group
+#   make install-headers          the uapi header and the C++ wrapper
+#                                 under $(PREFIX)/include
+#   make dkms-install             copy the source to /usr/src and let DKMS
+#                                 build and install it for the running kernel
+#   DESTDIR=, PREFIX= (/usr), UDEV_RULES_DIR= (/etc/udev/rules.d),
+#   INSTALL_MOD_PATH= (passed to the kernel's modules_install)
 
 KDIR ?=
+DESTDIR ?=
+PREFIX ?= /usr
+UDEV_RULES_DIR ?= /etc/udev/rules.d
+RUSTC ?= rustc
 
-.PHONY: all modules check stress vm bench lint clean
+PACKAGE_NAME := tenstorrent-arbiter
+PACKAGE_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(CURDIR)/dkms.conf)
+
+.PHONY: all modules check stress vm bench lint clean kdir-check install modules_install \
+	install-udev install-headers dkms-install dkms-uninstall
 
 all: modules
 
-modules:
+modules: kdir-check
 ifeq ($(KDIR),)
 	tools/vm/build-module
 else
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+endif
+
+# A kernel tree that cannot build an out-of-tree Rust module makes the
+# kernel's build print pages of errors about `kernel` crate metadata; say
+# what is missing instead, before starting it.
+kdir-check:
+ifneq ($(KDIR),)
+	@kdir='$(KDIR)'; \
+	fail() { printf 'tt-arbiter: cannot build against KDIR=%s:\n' "$$kdir" >&2; \
+		printf '  %s\n' "$$@" >&2; exit 1; }; \
+	[ -f "$$kdir/Makefile" ] || fail "$$kdir/Makefile does not exist: not a kernel build tree." \
+		"Install the kernel's build tree (headers) or point KDIR at a configured, built kernel."; \
+	conf="$$kdir/include/config/auto.conf"; [ -f "$$conf" ] || conf="$$kdir/.config"; \
+	[ -f "$$conf" ] || fail "no $$kdir/include/config/auto.conf nor $$kdir/.config: the tree is not configured." \
+		"Configure and build the kernel (make olddefconfig && make) first."; \
+	grep -qs '^CONFIG_RUST=y' "$$conf" || fail "CONFIG_RUST is not set in $$conf." \
+		"tenstorrent.ko is written in Rust: it needs a kernel built with CONFIG_RUST=y."; \
+	[ -f "$$kdir/rust/libkernel.rmeta" ] || fail "$$kdir/rust/libkernel.rmeta is missing." \
+		"The kernel has Rust support but this tree lacks its Rust metadata (rust/*.rmeta)." \
+		"Distribution headers packages (Debian's linux-headers-*, for one) do not ship it." \
+		"Build against the full build tree of that kernel (make KDIR=/path/to/linux-build)," \
+		"built with the same rustc you have (see README, Building against a real kernel)."; \
+	want=$$(sed -n 's/^CONFIG_RUSTC_VERSION=//p' "$$conf"); \
+	if [ -n "$$want" ]; then \
+		have=$$($(RUSTC) --version 2>/dev/null | sed -n 's/^rustc \([0-9]*\)\.\([0-9]*\)\.\([0-9]*\).*/\1 \2 \3/p' | \
+			{ read -r a b c && echo $$((a * 100000 + b * 100 + c)); }); \
+		[ "$$have" = "$$want" ] || fail "the kernel was built by rustc $$want (CONFIG_RUSTC_VERSION), '$(RUSTC)' is $${have:-missing}." \
+			"Rust crates must be built by the exact compiler that built the kernel's metadata;" \
+			"put that rustc first in PATH or pass RUSTC=/path/to/rustc."; \
+	fi
 endif
 
 check:
@@ -44,3 +94,44 @@ ifeq ($(KDIR),)
 else
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
 endif
+
+# ---- installing --------------------------------------------------------------
+
+install: modules_install install-udev
+
+ifeq ($(KDIR),)
+modules_install:
+	@echo "make install needs KDIR (the installed kernel's build tree, e.g. KDIR=/lib/modules/\$$(uname -r)/build)" >&2; exit 1
+else
+modules_install: modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules_install
+endif
+
+# The udev rule gives /dev/tenstorrent/* to group "tenstorrent", mode 0660
+# (README "Permissions"). The group is created on the running system only.
+install-udev:
+	install -D -m 0644 packaging/60-tenstorrent.rules $(DESTDIR)$(UDEV_RULES_DIR)/60-tenstorrent.rules
+ifeq ($(DESTDIR),)
+	getent group tenstorrent >/dev/null || groupadd --system tenstorrent
+	-command -v udevadm >/dev/null && udevadm control --reload && \
+		udevadm trigger --subsystem-match=tenstorrent --action=add
+endif
+
+install-headers:
+	install -D -m 0644 include/uapi/linux/tenstorrent.h $(DESTDIR)$(PREFIX)/include/linux/tenstorrent.h
+	install -D -m 0644 include/tenstorrent/lock.hpp $(DESTDIR)$(PREFIX)/include/tenstorrent/lock.hpp
+
+# DKMS: the module's sources under /usr/src/NAME-VERSION, then dkms builds
+# and installs it for the running kernel (and for later kernels, through
+# AUTOINSTALL). DKMS calls `make KDIR=${kernel_source_dir} modules`, so
+# kdir-check reports a kernel it cannot build for.
+DKMS_SRC = $(DESTDIR)/usr/src/$(PACKAGE_NAME)-$(PACKAGE_VERSION)
+dkms-install:
+	rm -rf $(DKMS_SRC)
+	mkdir -p $(DKMS_SRC)
+	cp -R Kbuild Makefile dkms.conf src rust include tests $(DKMS_SRC)/
+	dkms install -m $(PACKAGE_NAME) -v $(PACKAGE_VERSION)
+
+dkms-uninstall:
+	-dkms remove -m $(PACKAGE_NAME) -v $(PACKAGE_VERSION) --all
+	rm -rf $(DKMS_SRC)

@@ -504,7 +504,8 @@ pub const DEFINES: &[(&str, u64)] = &[
 
 // ---- well-known lock names --------------------------------------------------
 
-const NAMED: [&str; 22] = [
+/// The well-known lock names, by index (0..22), as UMD and sysfs use them.
+pub const LOCK_NAMES: [&str; 22] = [
     "ETH00",
     "ETH01",
     "ETH02",
@@ -531,12 +532,12 @@ const NAMED: [&str; 22] = [
 
 /// The well-known name of lock `index` (as UMD and sysfs use it), if it has one.
 pub fn lock_name(index: u32) -> Option<&'static str> {
-    NAMED.get(usize::try_from(index).ok()?).copied()
+    LOCK_NAMES.get(usize::try_from(index).ok()?).copied()
 }
 
 /// The index of the well-known lock `name` (exact, case-sensitive match).
 pub fn lock_index(name: &str) -> Option<u32> {
-    NAMED.iter().position(|n| *n == name).map(|i| i as u32)
+    LOCK_NAMES.iter().position(|n| *n == name).map(|i| i as u32)
 }
 
 #[cfg(test)]

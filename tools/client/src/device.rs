@@ -308,33 +308,108 @@ impl Device {
     }
 
     /// Takes lock `index`, blocking; released when the guard drops.
-    pub fn lock(&self, index: u32) -> Result<LockGuard<'_>> {
-        self.lock_many(bit(index)?, Wait::Block)
-    }
-
-    /// Takes lock `index` if it is free and nobody is queued.
-    pub fn try_lock(&self, index: u32) -> Result<LockGuard<'_>> {
-        self.lock_many(bit(index)?, Wait::Try)
-    }
-
-    /// Takes lock `index`, waiting at most `timeout`.
-    pub fn lock_timeout(&self, index: u32, timeout: Duration) -> Result<LockGuard<'_>> {
-        self.lock_many(bit(index)?, Wait::Timeout(timeout))
-    }
-
-    /// Takes every lock of `mask` at once (ACQUIRE_SET).
+    ///
+    /// Blocks until the lock is granted (FIFO among waiters), a signal
+    /// handler runs ([`Error::Interrupted`]) or the card goes away
+    /// ([`Error::DeviceGone`]). Not re-entrant: [`Error::Deadlock`] if this
+    /// file already holds it.
     ///
     /// ```no_run
-    /// use tt_arbiter::{abi, Device, Wait};
+    /// use tt_arbiter::{locks, Device};
     /// # fn main() -> Result<(), tt_arbiter::Error> {
     /// let dev = Device::open_index(0)?;
-    /// let mask = 1 << abi::LOCK_ARC_MSG | 1 << abi::LOCK_NON_MMIO;
-    /// let guard = dev.lock_many(mask, Wait::Block)?;
+    /// let guard = dev.lock(locks::ARC_MSG)?;
+    /// if guard.owner_died() {
+    ///     // the previous holder died holding it: reset what it protects
+    /// }
+    /// drop(guard); // released
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, index: u32) -> Result<LockGuard<'_>> {
+        self.lock_mask(bit(index)?, Wait::Block)
+    }
+
+    /// Takes lock `index` if it is free and nobody is queued, else
+    /// [`Error::Busy`] with the holder's pid.
+    ///
+    /// ```no_run
+    /// use tt_arbiter::{locks, Device, Error};
+    /// # fn main() -> Result<(), tt_arbiter::Error> {
+    /// let dev = Device::open_index(0)?;
+    /// match dev.try_lock(locks::CHIP_IN_USE) {
+    ///     Ok(_guard) => println!("ours until the end of this block"),
+    ///     Err(Error::Busy { holder_pid }) => println!("in use by pid {holder_pid}"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_lock(&self, index: u32) -> Result<LockGuard<'_>> {
+        self.lock_mask(bit(index)?, Wait::Try)
+    }
+
+    /// Takes lock `index`, waiting at most `timeout` ([`Error::Timeout`]
+    /// with the holder's pid then; never before `timeout` has passed).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tt_arbiter::{locks, Device, Error};
+    /// # fn main() -> Result<(), tt_arbiter::Error> {
+    /// let dev = Device::open_index(0)?;
+    /// match dev.lock_timeout(locks::NON_MMIO, Duration::from_secs(2)) {
+    ///     Ok(_guard) => { /* ... */ }
+    ///     Err(Error::Timeout { holder_pid }) => eprintln!("pid {holder_pid} holds it"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_timeout(&self, index: u32, timeout: Duration) -> Result<LockGuard<'_>> {
+        self.lock_mask(bit(index)?, Wait::Timeout(timeout))
+    }
+
+    /// Takes every lock of `indices` at once, blocking: all or nothing, and
+    /// never holding some while waiting for the others, so two callers
+    /// asking for overlapping sets cannot deadlock. One guard releases them
+    /// all. An empty list is [`Error::Invalid`].
+    ///
+    /// ```no_run
+    /// use tt_arbiter::{locks, Device};
+    /// # fn main() -> Result<(), tt_arbiter::Error> {
+    /// let dev = Device::open_index(0)?;
+    /// let guard = dev.lock_many(&[locks::ARC_MSG, locks::NON_MMIO])?;
+    /// assert_eq!(guard.indices(), vec![locks::ARC_MSG, locks::NON_MMIO]);
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_many(&self, indices: &[u32]) -> Result<LockGuard<'_>> {
+        self.lock_mask(mask_of(indices)?, Wait::Block)
+    }
+
+    /// [`lock_many`](Self::lock_many) without waiting ([`Error::Busy`]).
+    pub fn try_lock_many(&self, indices: &[u32]) -> Result<LockGuard<'_>> {
+        self.lock_mask(mask_of(indices)?, Wait::Try)
+    }
+
+    /// [`lock_many`](Self::lock_many) waiting at most `timeout`.
+    pub fn lock_many_timeout(&self, indices: &[u32], timeout: Duration) -> Result<LockGuard<'_>> {
+        self.lock_mask(mask_of(indices)?, Wait::Timeout(timeout))
+    }
+
+    /// Takes every lock of `mask` (bit i = lock i) at once, waiting as
+    /// `wait` says: ACQUIRE for one lock, ACQUIRE_SET for several.
+    ///
+    /// ```no_run
+    /// use tt_arbiter::{locks, Device, Wait};
+    /// # fn main() -> Result<(), tt_arbiter::Error> {
+    /// let dev = Device::open_index(0)?;
+    /// let mask = 1 << locks::ARC_MSG | 1 << locks::NON_MMIO;
+    /// let guard = dev.lock_mask(mask, Wait::Block)?;
     /// assert_eq!(guard.mask(), mask);
     /// guard.unlock()?;
     /// # Ok(()) }
     /// ```
-    pub fn lock_many(&self, mask: u64, wait: Wait) -> Result<LockGuard<'_>> {
+    pub fn lock_mask(&self, mask: u64, wait: Wait) -> Result<LockGuard<'_>> {
+        if mask == 0 {
+            return Err(Error::Invalid);
+        }
         let acquired = if mask.count_ones() == 1 {
             self.acquire(mask.trailing_zeros(), wait)?
         } else {
@@ -347,6 +422,25 @@ impl Device {
             armed: true,
         })
     }
+}
+
+/// The mask (bit i = lock i) of `indices`: [`Error::Invalid`] if it is
+/// empty or an index is not below [`abi::LOCK_COUNT`].
+///
+/// ```
+/// assert_eq!(tt_arbiter::mask_of(&[0, 16]).unwrap(), 1 | 1 << 16);
+/// assert!(tt_arbiter::mask_of(&[]).is_err());
+/// assert!(tt_arbiter::mask_of(&[64]).is_err());
+/// ```
+pub fn mask_of(indices: &[u32]) -> Result<u64> {
+    let mut mask = 0;
+    for &i in indices {
+        mask |= bit(i)?;
+    }
+    if mask == 0 {
+        return Err(Error::Invalid);
+    }
+    Ok(mask)
 }
 
 fn bit(index: u32) -> Result<u64> {
@@ -399,7 +493,16 @@ impl LockGuard<'_> {
         self.mask
     }
 
-    /// Whether the previous holder of any of them died holding it.
+    /// The indices of the locks held, in increasing order.
+    pub fn indices(&self) -> Vec<u32> {
+        (0..abi::LOCK_COUNT)
+            .filter(|&i| self.mask & (1 << i) != 0)
+            .collect()
+    }
+
+    /// Whether the previous holder of any of them died holding it: its
+    /// file closed (exit, crash, `SIGKILL`) while it held the lock, so the
+    /// state the lock protects may be half-updated.
     pub fn owner_died(&self) -> bool {
         self.acquired.owner_died_mask != 0
     }
@@ -414,6 +517,11 @@ impl LockGuard<'_> {
         self.acquired.waited
     }
 
+    /// The device the locks belong to.
+    pub fn device(&self) -> &Device {
+        self.dev
+    }
+
     /// Releases now, reporting errors (dropping ignores them).
     pub fn unlock(mut self) -> Result<()> {
         self.armed = false;
@@ -426,5 +534,38 @@ impl Drop for LockGuard<'_> {
         if self.armed {
             let _ = self.dev.release(self.mask);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_of_index_lists() {
+        assert_eq!(mask_of(&[0]).unwrap(), 1);
+        assert_eq!(mask_of(&[63, 0, 63]).unwrap(), 1 << 63 | 1);
+        assert!(matches!(mask_of(&[]), Err(Error::Invalid)));
+        assert!(matches!(mask_of(&[1, 64]), Err(Error::Invalid)));
+        assert!(matches!(mask_of(&[u32::MAX]), Err(Error::Invalid)));
+        assert!(matches!(bit(64), Err(Error::Invalid)));
+    }
+
+    #[test]
+    fn well_known_names_are_constants() {
+        use crate::locks;
+        for (i, name) in locks::NAMES.iter().enumerate() {
+            assert_eq!(locks::index(name), Some(i as u32));
+        }
+        assert_eq!(locks::ETH15, 15);
+        assert_eq!(locks::name(locks::ARC_MSG), Some("ARC_MSG"));
+        assert_eq!(locks::name(locks::CHIP_IN_USE), Some("CHIP_IN_USE"));
+        assert_eq!(locks::name(22), None);
+    }
+
+    #[test]
+    fn open_missing_node_is_an_error() {
+        let e = Device::open("/nonexistent/tenstorrent/0").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
     }
 }

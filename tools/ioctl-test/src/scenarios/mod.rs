@@ -1,5 +1,6 @@
 //! Every scenario, in run order (the ones that unbind cards last).
 
+mod client;
 mod compat;
 mod info;
 mod lifecycle;
@@ -71,6 +72,11 @@ pub const ALL: &[Scenario] = scenarios! {
     "reliability/scale_open_files" => reliability::thousands_of_files, 900;
     "reliability/unbind_rebind_under_load" => reliability::unbind_rebind_under_load, 900;
     "reliability/module_reload" => reliability::module_reload, 900;
+    "client/guard_drop_releases" => client::guard_drop_releases;
+    "client/owner_died_on_guard" => client::owner_died_on_guard;
+    "client/busy_and_timeout" => client::busy_and_timeout;
+    "client/lock_many_all_or_nothing" => client::lock_many_all_or_nothing;
+    "client/interrupted" => client::interrupted;
     "lifecycle/module_unload_refused_while_open" => lifecycle::module_unload_refused_while_open;
     "lifecycle/unbind_with_open_file" => lifecycle::unbind_with_open_file;
     "lifecycle/unbind_wakes_waiters" => lifecycle::unbind_wakes_waiters;
