@@ -11,6 +11,7 @@ mod sharing;
 mod stress;
 mod tlb;
 mod validation;
+mod view;
 
 use crate::harness::Scenario;
 
@@ -77,6 +78,12 @@ pub const ALL: &[Scenario] = scenarios! {
     "client/busy_and_timeout" => client::busy_and_timeout;
     "client/lock_many_all_or_nothing" => client::lock_many_all_or_nothing;
     "client/interrupted" => client::interrupted;
+    "view/holder_then_owner_died" => view::holder_then_owner_died;
+    "view/waiters_count_and_order" => view::waiters_count_and_order;
+    "view/pid_namespace_translation" => view::pid_namespace_translation;
+    "view/counters_move" => view::counters_move;
+    "view/concurrent_readers_during_stress" => view::concurrent_readers_during_stress, 300;
+    "view/tt_locks_cli" => view::tt_locks_cli, 120;
     "lifecycle/module_unload_refused_while_open" => lifecycle::module_unload_refused_while_open;
     "lifecycle/unbind_with_open_file" => lifecycle::unbind_with_open_file;
     "lifecycle/unbind_wakes_waiters" => lifecycle::unbind_wakes_waiters;

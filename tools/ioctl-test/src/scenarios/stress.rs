@@ -8,7 +8,7 @@ use tt_arbiter::abi;
 use crate::util::*;
 
 /// Iterations per process: TT_STRESS_ITERS or `default`.
-fn iterations(default: u64) -> u64 {
+pub(crate) fn iterations(default: u64) -> u64 {
     std::env::var("TT_STRESS_ITERS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -174,7 +174,13 @@ fn stress_process(
     Ok(())
 }
 
-fn run_stress(procs: u32, base: u32, span: u32, iters: u64, sets_only: bool) -> TestResult {
+pub(crate) fn run_stress(
+    procs: u32,
+    base: u32,
+    span: u32,
+    iters: u64,
+    sets_only: bool,
+) -> TestResult {
     let observer = open(0)?;
     let mut before = 0;
     for i in base..base + span {

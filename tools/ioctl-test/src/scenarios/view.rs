@@ -1,0 +1,858 @@
+//! "Who holds what": the sysfs lock lines, the procfs pids file, the
+//! debugfs wait queue and the `tt-locks` tool built on them.
+//!
+//! `tt-locks` is run from `$TT_LOCKS`, `/tmp/tt-locks` or next to this
+//! binary; without it the parts that run it are skipped (said in a TAP
+//! comment).
+
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tt_arbiter::sysfs::{self, LockLine, Waiters};
+use tt_arbiter::{abi, Wait};
+
+use crate::util::*;
+use crate::worker::{ok, ok_reply, worker};
+
+/// Uid of `nobody`, for the unprivileged runs.
+const NOBODY: u32 = 65534;
+
+/// Lock `index` of card `card` as sysfs shows it.
+fn sys(card: u32, index: u32) -> Result<LockLine, String> {
+    sysfs::read_lock(card, index).map_err(|e| format!("sysfs lock {index:02} of card {card}: {e}"))
+}
+
+fn debugfs(card: u32) -> Result<Waiters, String> {
+    Waiters::read(card).map_err(|e| format!("debugfs waiters of card {card}: {e}"))
+}
+
+fn pids(card: u32) -> Result<Vec<u32>, String> {
+    sysfs::read_pids(card).map_err(|e| format!("/proc/driver/tenstorrent/{card}/pids: {e}"))
+}
+
+/// The tt-locks binary, if present.
+fn tt_locks() -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = std::env::var_os("TT_LOCKS")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    candidates.push("/tmp/tt-locks".into());
+    if let Ok(exe) = std::env::current_exe() {
+        candidates.push(exe.with_file_name("tt-locks"));
+    }
+    candidates.into_iter().find(|p| p.is_file())
+}
+
+fn skip_cli(what: &str) {
+    println!("# SKIP part: tt-locks not found ($TT_LOCKS, /tmp/tt-locks): {what} not run");
+    flush();
+}
+
+/// What a tt-locks run gave.
+struct Run {
+    code: i32,
+    out: String,
+    err: String,
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit status {}\n--- stdout:\n{}--- stderr:\n{}---",
+            self.code, self.out, self.err
+        )
+    }
+}
+
+fn command(bin: &PathBuf, args: &[&str], uid: Option<u32>) -> Command {
+    let mut c = Command::new(bin);
+    c.args(args).stdin(Stdio::null());
+    if let Some(uid) = uid {
+        c.uid(uid).gid(uid);
+    }
+    c
+}
+
+/// Runs tt-locks to completion.
+fn cli(bin: &PathBuf, args: &[&str], uid: Option<u32>) -> Result<Run, String> {
+    let o = command(bin, args, uid)
+        .output()
+        .map_err(|e| format!("running tt-locks {args:?}: {e}"))?;
+    Ok(Run {
+        code: o.status.code().unwrap_or(-1),
+        out: String::from_utf8_lossy(&o.stdout).into_owned(),
+        err: String::from_utf8_lossy(&o.stderr).into_owned(),
+    })
+}
+
+/// Runs tt-locks and requires exit status `code`.
+fn cli_expect(bin: &PathBuf, args: &[&str], uid: Option<u32>, code: i32) -> Result<Run, String> {
+    let r = cli(bin, args, uid)?;
+    ensure!(
+        r.code == code,
+        "tt-locks {} (uid {uid:?}): expected exit status {code}, got {r}",
+        args.join(" ")
+    );
+    Ok(r)
+}
+
+/// The row of lock `name` in a status table, split on whitespace.
+fn status_row(out: &str, name: &str) -> Option<Vec<String>> {
+    out.lines()
+        .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .find(|w| w.len() >= 7 && w[1] == name && w[0].parse::<u32>().is_ok())
+}
+
+/// The summary line of card `card` in a status table.
+fn summary_line(out: &str, card: u32) -> Option<&str> {
+    let prefix = format!("/dev/tenstorrent/{card}");
+    out.lines()
+        .find(|l| l.starts_with(&prefix) && l[prefix.len()..].starts_with([' ', ':']))
+}
+
+fn ensure_row(r: &Run, name: &str, pid: &str, comm: &str, waiters: u32) -> TestResult {
+    let row = status_row(&r.out, name).ok_or_else(|| format!("no row for {name} in {r}"))?;
+    ensure!(
+        row[2] == pid && row[3] == comm && row[5] == waiters.to_string(),
+        "row of {name}: expected holder {pid} ({comm}) with {waiters} waiters, got {row:?} in {r}"
+    );
+    Ok(())
+}
+
+/// A held lock shows its holder's pid, comm and name, and a growing
+/// held_ns, in sysfs and in `tt-locks status` (as root and as nobody);
+/// after the holder is SIGKILLed it shows free, owner_died incremented and
+/// owner_died_pending set.
+pub fn holder_then_owner_died() -> TestResult {
+    let i = abi::LOCK_ARC_MSG;
+    let a = open(0)?;
+    ensure_free(&a, i)?;
+    let s0 = sys(0, i)?;
+    ensure!(
+        s0.name == "ARC_MSG" && !s0.held && s0.pid == 0 && s0.comm.is_empty() && s0.held_ns == 0,
+        "free ARC_MSG in sysfs: {s0:?}"
+    );
+    let mut h = worker("holder", 0)?;
+    ok(&mut h, "comm tt-holder")?;
+    ok(&mut h, &format!("acquire {i}"))?;
+    let s1 = sys(0, i)?;
+    ensure!(
+        s1.name == "ARC_MSG"
+            && s1.held
+            && s1.pid == h.pid as u32
+            && s1.comm == "tt-holder"
+            && s1.waiters == 0
+            && !s1.owner_died_pending,
+        "ARC_MSG held by the worker (pid {}, comm tt-holder): sysfs says {s1:?}",
+        h.pid
+    );
+    ensure_eq!(s1.acquisitions, s0.acquisitions + 1, "acquisitions");
+    let s2 = sys(0, i)?;
+    ensure!(
+        s2.held_ns > s1.held_ns,
+        "held_ns does not grow: {} then {}",
+        s1.held_ns,
+        s2.held_ns
+    );
+    // The other card is not affected.
+    ensure!(!sys(1, i)?.held, "ARC_MSG of card 1 shows held");
+
+    match tt_locks() {
+        Some(bin) => {
+            for uid in [None, Some(NOBODY)] {
+                let r = cli_expect(&bin, &["status"], uid, 0)?;
+                ensure_row(&r, "ARC_MSG", &h.pid.to_string(), "tt-holder", 0)?;
+                let s0 = summary_line(&r.out, 0).unwrap_or_default();
+                ensure!(s0.contains("1 held"), "summary of card 0: {r}");
+                let s1 = summary_line(&r.out, 1).unwrap_or_default();
+                ensure!(s1.contains("no locks held"), "summary of card 1: {r}");
+            }
+            let r = cli_expect(&bin, &["status", "1"], None, 0)?;
+            ensure!(
+                summary_line(&r.out, 0).is_none() && status_row(&r.out, "ARC_MSG").is_none(),
+                "status 1 shows card 0: {r}"
+            );
+        }
+        None => skip_cli("tt-locks status"),
+    }
+
+    h.kill_and_reap()?;
+    let s3 = sys(0, i)?;
+    ensure!(
+        !s3.held && s3.pid == 0 && s3.comm.is_empty() && s3.held_ns == 0 && s3.waiters == 0,
+        "after SIGKILL of the holder ARC_MSG must be free: {s3:?}"
+    );
+    ensure_eq!(s3.owner_died, s1.owner_died + 1, "owner_died after SIGKILL");
+    ensure!(s3.owner_died_pending, "owner_died_pending not set: {s3:?}");
+    if let Some(bin) = tt_locks() {
+        let r = cli_expect(&bin, &["status", "0"], Some(NOBODY), 0)?;
+        let line = summary_line(&r.out, 0).unwrap_or_default();
+        // Earlier scenarios may have left other marks: ARC_MSG among them.
+        let died: Vec<&str> = line
+            .split_once("holder died holding ")
+            .and_then(|(_, rest)| rest.split_once(' '))
+            .map(|(names, _)| names.split(',').collect())
+            .unwrap_or_default();
+        ensure!(
+            line.contains("no locks held") && died.contains(&"ARC_MSG"),
+            "status after the holder died: {r}"
+        );
+    }
+    // Consume the mark, so the lock is left as found.
+    let g = ctx(a.acquire(i, Wait::Try), "ACQUIRE")?;
+    ensure_eq!(
+        g.owner_died_mask,
+        bit(i),
+        "owner-died mask of the next acquirer"
+    );
+    ctx(a.release(bit(i)), "RELEASE")?;
+    let s4 = sys(0, i)?;
+    ensure!(
+        !s4.owner_died_pending && !s4.held,
+        "after re-acquisition: {s4:?}"
+    );
+    Ok(())
+}
+
+/// Several queued waiters, one at a time: sysfs counts them, debugfs lists
+/// them in grant order (a set waiter under each of its locks), tt-locks
+/// shows the counts; after a hand-off the next one holds it.
+pub fn waiters_count_and_order() -> TestResult {
+    let (i, j) = (abi::LOCK_REMOTE_ARC_MSG, abi::LOCK_NON_MMIO);
+    let a = open(0)?;
+    ensure_free(&a, i)?;
+    ensure_free(&a, j)?;
+    let mut h = worker("holder", 0)?;
+    ok(&mut h, &format!("acquire {i}"))?;
+    let mut ws = Vec::new();
+    for k in 0..4u32 {
+        let w = worker(&format!("waiter {k}"), 0)?;
+        if k == 3 {
+            w.send(&format!("set {:x}", bit(i) | bit(j)))?;
+        } else {
+            w.send(&format!("acquire {i}"))?;
+        }
+        wait_waiters(&a, i, k + 1)?;
+        ws.push(w);
+    }
+    let wp: Vec<u32> = ws.iter().map(|w| w.pid as u32).collect();
+    let si = sys(0, i)?;
+    ensure!(
+        si.held && si.pid == h.pid as u32 && si.waiters == 4,
+        "REMOTE_ARC_MSG with holder {} and 4 waiters: sysfs says {si:?}",
+        h.pid
+    );
+    let sj = sys(0, j)?;
+    ensure!(
+        !sj.held && sj.pid == 0 && sj.waiters == 1,
+        "NON_MMIO wanted by the set waiter only: sysfs says {sj:?}"
+    );
+    let d = debugfs(0)?;
+    ensure_eq!(
+        d.of("REMOTE_ARC_MSG").to_vec(),
+        wp.clone(),
+        "debugfs REMOTE_ARC_MSG waiters"
+    );
+    ensure_eq!(
+        d.of("NON_MMIO").to_vec(),
+        vec![wp[3]],
+        "debugfs NON_MMIO waiters"
+    );
+    let queue: Vec<(u32, u32, Vec<String>)> = d
+        .queue
+        .iter()
+        .map(|q| (q.position, q.pid, q.locks.clone()))
+        .collect();
+    let one = || vec!["REMOTE_ARC_MSG".to_string()];
+    ensure_eq!(
+        queue,
+        vec![
+            (0, wp[0], one()),
+            (1, wp[1], one()),
+            (2, wp[2], one()),
+            (
+                3,
+                wp[3],
+                vec!["REMOTE_ARC_MSG".to_string(), "NON_MMIO".to_string()]
+            ),
+        ],
+        "debugfs queue"
+    );
+    match tt_locks() {
+        Some(bin) => {
+            let r = cli_expect(&bin, &["status", "/dev/tenstorrent/0"], None, 0)?;
+            let comm = si.comm.clone();
+            ensure_row(&r, "REMOTE_ARC_MSG", &h.pid.to_string(), &comm, 4)?;
+            ensure_row(&r, "NON_MMIO", "-", "-", 1)?;
+        }
+        None => skip_cli("tt-locks status"),
+    }
+
+    // Hand-off: the first waiter holds it, three remain in order.
+    ok(&mut h, &format!("release {:x}", bit(i)))?;
+    ok_reply(&mut ws[0], "acquire")?;
+    let si = sys(0, i)?;
+    ensure!(
+        si.held && si.pid == wp[0] && si.waiters == 3,
+        "after the hand-off to waiter 0 (pid {}): sysfs says {si:?}",
+        wp[0]
+    );
+    ensure_eq!(
+        debugfs(0)?.of("REMOTE_ARC_MSG").to_vec(),
+        wp[1..].to_vec(),
+        "debugfs waiters after one grant"
+    );
+    Ok(())
+}
+
+/// A reader in another pid namespace sees the holders of its namespace
+/// with their pids there, and 0 for the others; from outside, the holder
+/// inside shows its real pid.
+pub fn pid_namespace_translation() -> TestResult {
+    let (outer, inner) = (25u32, 26u32);
+    let a = open(0)?;
+    ensure_free(&a, outer)?;
+    ensure_free(&a, inner)?;
+    ensure_eq!(
+        pids(0)?,
+        vec![getpid()],
+        "pids of card 0 with one open file"
+    );
+    let mut h = worker("outside holder", 0)?;
+    ok(&mut h, "comm outsider")?;
+    ok(&mut h, &format!("acquire {outer}"))?;
+    let bin = tt_locks();
+    let mut c = spawn("namespace parent", &[], move |link| {
+        // SAFETY: plain syscall; only our future children are affected.
+        if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+            return Err(format!(
+                "unshare(CLONE_NEWPID): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        flush();
+        // SAFETY: fork; the grandchild leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        ensure!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                inside_namespace(link, outer, inner, bin.as_ref())
+            }))
+            .unwrap_or_else(|p| Err(format!("panicked: {}", panic_message(&p))));
+            let code = match r {
+                Ok(()) => 0,
+                Err(msg) => {
+                    let _ = link.send(&format!("fail {}", msg.replace('\n', " | ")));
+                    1
+                }
+            };
+            flush();
+            // SAFETY: leaving the forked grandchild.
+            unsafe { libc::_exit(code) };
+        }
+        link.send(&format!("grandchild {pid}"))?;
+        let status = waitpid(pid, 0)?;
+        ensure!(
+            status == 0,
+            "grandchild (pid 1 of the namespace) {}",
+            describe_status(status)
+        );
+        Ok(())
+    })?;
+    let line = c.recv()?;
+    let g: u32 = line
+        .strip_prefix("grandchild ")
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| format!("namespace parent said {line:?}"))?;
+    c.send("go")?;
+    let line = c.recv()?;
+    if let Some(msg) = line.strip_prefix("fail ") {
+        return Err(format!(
+            "inside the pid namespace: {}",
+            msg.replace(" | ", "\n")
+        ));
+    }
+    ensure_eq!(line, "checked", "message from the namespace");
+    // From outside: real pids.
+    let s = sys(0, inner)?;
+    ensure!(
+        s.held && s.pid == g && s.comm == "insider",
+        "lock {inner} held by the grandchild (pid {g} here): sysfs says {s:?}"
+    );
+    let s = sys(0, outer)?;
+    ensure!(s.pid == h.pid as u32, "lock {outer}: {s:?}");
+    ensure_eq!(
+        pids(0)?,
+        vec![getpid(), h.pid as u32, g],
+        "pids of card 0 from outside"
+    );
+    c.send("done")?;
+    c.wait()?;
+    ensure_free(&a, inner)
+}
+
+fn inside_namespace(link: &mut Link, outer: u32, inner: u32, bin: Option<&PathBuf>) -> TestResult {
+    link.expect("go")?;
+    ensure_eq!(getpid(), 1, "pid of the grandchild in its namespace");
+    set_comm("insider");
+    let d = open(0)?;
+    ctx(d.acquire(inner, Wait::Try), "ACQUIRE inside the namespace")?;
+    let s = sys(0, outer)?;
+    ensure!(
+        s.held && s.pid == 0 && s.comm == "outsider",
+        "lock {outer}, held outside the namespace, read inside: expected pid=0 comm=outsider, got {s:?}"
+    );
+    let s = sys(0, inner)?;
+    ensure!(
+        s.held && s.pid == 1 && s.comm == "insider",
+        "lock {inner}, held by pid 1 of the namespace, read inside: {s:?}"
+    );
+    let q = query(&d, outer)?;
+    ensure!(
+        q.held && q.holder_pid == 0,
+        "QUERY of lock {outer} inside: {q:?}"
+    );
+    ensure_eq!(
+        query(&d, inner)?.holder_pid,
+        1,
+        "QUERY holder_pid of lock {inner} inside"
+    );
+    // Opened by: the scenario, the outside holder, us (pid 1 here).
+    ensure_eq!(
+        pids(0)?,
+        vec![0, 0, 1],
+        "procfs pids of card 0 read inside the namespace"
+    );
+    if let Some(bin) = bin {
+        let r = cli_expect(bin, &["status", "0"], None, 0)?;
+        ensure_row(&r, &outer.to_string(), "?", "outsider", 0)?;
+        ensure_row(&r, &inner.to_string(), "1", "insider", 0)?;
+        ensure!(
+            r.out.contains("not visible in this pid namespace"),
+            "no note for '?': {r}"
+        );
+    }
+    link.send("checked")?;
+    link.expect("done")
+}
+
+/// The counters move as documented: acquisitions per grant, contended and
+/// wait_total_ns/wait_max_ns for a grant that waited, hold_max_ns after a
+/// release, owner_died and owner_died_pending when a holder dies; spurious
+/// wake-ups stay 0. sysfs agrees with QUERY.
+pub fn counters_move() -> TestResult {
+    let i = 27;
+    let a = open(0)?;
+    ensure_free(&a, i)?;
+    let s0 = sys(0, i)?;
+    ctx(a.acquire(i, Wait::Try), "ACQUIRE")?;
+    let held_since = Instant::now();
+    let s1 = sys(0, i)?;
+    ensure_eq!(
+        s1.acquisitions,
+        s0.acquisitions + 1,
+        "acquisitions after an uncontended grant"
+    );
+    ensure_eq!(
+        s1.contended,
+        s0.contended,
+        "contended after an uncontended grant"
+    );
+    ensure_eq!(
+        s1.wait_total_ns,
+        s0.wait_total_ns,
+        "wait_total_ns after an uncontended grant"
+    );
+
+    let mut w = worker("waiter", 0)?;
+    w.send(&format!("acquire {i}"))?;
+    wait_waiters(&a, i, 1)?;
+    let held_at_least = held_since.elapsed();
+    ctx(a.release(bit(i)), "RELEASE")?;
+    let waited = ok_reply(&mut w, "acquire")?[1];
+    let s2 = sys(0, i)?;
+    ensure!(
+        s2.held && s2.pid == w.pid as u32,
+        "after the hand-off: {s2:?}"
+    );
+    ensure_eq!(
+        s2.acquisitions,
+        s0.acquisitions + 2,
+        "acquisitions after a contended grant"
+    );
+    ensure_eq!(
+        s2.contended,
+        s0.contended + 1,
+        "contended after a contended grant"
+    );
+    let wait = s2.wait_total_ns - s0.wait_total_ns;
+    ensure!(
+        wait > 0 && s2.wait_max_ns >= wait && waited > 0,
+        "wait counters after a contended grant: wait_total_ns grew by {wait}, wait_max_ns {}, \
+         the waiter was told it waited {waited} ns",
+        s2.wait_max_ns
+    );
+    ensure!(
+        s2.hold_max_ns >= held_at_least.as_nanos() as u64,
+        "hold_max_ns {} after a hold of at least {} ns",
+        s2.hold_max_ns,
+        held_at_least.as_nanos()
+    );
+    let q = query(&a, i)?;
+    ensure!(
+        q.raw.acquisitions == s2.acquisitions
+            && q.raw.contended == s2.contended
+            && q.raw.owner_died_count == s2.owner_died
+            && q.raw.spurious_wakeups == s2.spurious_wakeups
+            && q.holder_pid == s2.pid
+            && q.holder_comm == s2.comm,
+        "sysfs {s2:?} disagrees with QUERY {q:?}"
+    );
+
+    // The holder dies: owner_died, the pending mark; no grant counted.
+    w.send("exit")?;
+    w.wait()?;
+    let s3 = sys(0, i)?;
+    ensure!(
+        !s3.held && s3.owner_died_pending,
+        "after the holder exited: {s3:?}"
+    );
+    ensure_eq!(
+        s3.owner_died,
+        s0.owner_died + 1,
+        "owner_died after the holder exited"
+    );
+    ensure_eq!(
+        s3.acquisitions,
+        s2.acquisitions,
+        "acquisitions after the holder exited"
+    );
+    let g = ctx(a.acquire(i, Wait::Try), "ACQUIRE")?;
+    ensure_eq!(g.owner_died_mask, bit(i), "owner-died mask");
+    let s4 = sys(0, i)?;
+    ensure!(
+        !s4.owner_died_pending,
+        "mark not cleared by the acquisition: {s4:?}"
+    );
+    ensure_eq!(s4.acquisitions, s0.acquisitions + 3, "acquisitions");
+    ensure_eq!(s4.contended, s0.contended + 1, "contended");
+    ctx(a.release(bit(i)), "RELEASE")?;
+    for s in [&s0, &s1, &s2, &s3, &s4] {
+        ensure_eq!(s.spurious_wakeups, 0, "spurious_wakeups");
+    }
+    Ok(())
+}
+
+const READERS: usize = 4;
+const DONE: usize = 0; // u32 word: the stress finished
+const ROUNDS: usize = 1; // u64 words 1..: rounds of reader k
+
+/// One round of a reader: all 64 locks of card 0 (the stress's), its
+/// procfs and debugfs files.
+fn read_round() -> TestResult {
+    for i in 0..abi::LOCK_COUNT {
+        let l = sys(0, i)?;
+        ensure!(
+            l.held || (l.pid == 0 && l.comm.is_empty() && l.held_ns == 0),
+            "free lock with holder fields: {l:?}"
+        );
+        ensure!(l.waiters <= 16, "implausible waiter count: {l:?}");
+        ensure_eq!(l.spurious_wakeups, 0, "spurious_wakeups of lock {i}");
+    }
+    pids(0)?;
+    let d = debugfs(0)?;
+    ensure!(
+        d.queue.iter().all(|q| q.pid != 0 && !q.locks.is_empty()),
+        "debugfs queue {d:?}"
+    );
+    Ok(())
+}
+
+/// Readers of every view run in loops while the stress workload runs: the
+/// stress still sees mutual exclusion and finishes, every reader completes
+/// rounds during it and stops when told (no stall; the watchdog and the
+/// hung-task detector catch one).
+pub fn concurrent_readers_during_stress() -> TestResult {
+    let shm = Shared::new(4096)?;
+    let mut readers = Vec::new();
+    for k in 0..READERS {
+        let shm = &shm;
+        readers.push(spawn(&format!("reader {k}"), &[], move |_| {
+            // Bounded: a safety net, the stress ends much earlier.
+            for _ in 0..100_000 {
+                read_round()?;
+                shm.u64(ROUNDS + k).fetch_add(1, Ordering::SeqCst);
+                if shm.u32(DONE).load(Ordering::SeqCst) != 0 {
+                    return Ok(());
+                }
+            }
+            Err("still reading after 100000 rounds".into())
+        })?);
+    }
+    let rounds = || -> Vec<u64> {
+        (0..READERS)
+            .map(|k| shm.u64(ROUNDS + k).load(Ordering::SeqCst))
+            .collect()
+    };
+    // Every reader is reading before the stress starts.
+    let start = Instant::now();
+    while rounds().contains(&0) {
+        ensure!(
+            start.elapsed() < PATIENCE,
+            "readers did not complete a first round"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let first_round = start.elapsed();
+    let before = rounds();
+    // The stress, again (bounded) until every reader has completed whole
+    // rounds while it ran: the reads really overlap the workload.
+    let stress_start = Instant::now();
+    let mut stress = Ok(());
+    let mut runs = 0;
+    while stress.is_ok() && runs < 20 {
+        stress = super::stress::run_stress(6, 48, 8, super::stress::iterations(60), false);
+        runs += 1;
+        if rounds().iter().zip(&before).all(|(a, b)| *a >= b + 2) {
+            break;
+        }
+    }
+    let after = rounds();
+    shm.u32(DONE).store(1, Ordering::SeqCst);
+    let readers_result = crate::worker::wait_all(readers);
+    println!(
+        "# first round of the readers: {} ms; {runs} stress run(s) in {} ms; rounds during \
+         them: {:?}",
+        first_round.as_millis(),
+        stress_start.elapsed().as_millis(),
+        after
+            .iter()
+            .zip(&before)
+            .map(|(a, b)| a - b)
+            .collect::<Vec<_>>()
+    );
+    flush();
+    stress.map_err(|e| format!("stress with concurrent readers: {e}"))?;
+    readers_result?;
+    ensure!(
+        before.iter().zip(&after).all(|(b, a)| *a >= b + 2),
+        "a reader completed less than one whole round during the stress: rounds before \
+         {before:?}, after {after:?}"
+    );
+    Ok(())
+}
+
+/// Reads a child's pipe to the end.
+fn drain(r: Option<impl Read>) -> String {
+    let mut s = String::new();
+    if let Some(mut r) = r {
+        let _ = r.read_to_string(&mut s);
+    }
+    s
+}
+
+/// tt-locks: exit codes and messages of status, hold, acquire, query,
+/// release and watch, against a holder with a known pid and comm.
+pub fn tt_locks_cli() -> TestResult {
+    let Some(bin) = tt_locks() else {
+        skip_cli("every tt-locks check");
+        return Ok(());
+    };
+    let bin = &bin;
+    let i = abi::LOCK_ARC_MSG;
+    let a = open(0)?;
+    for l in [i, 3, 4, 5] {
+        ensure_free(&a, l)?;
+    }
+    let r = cli_expect(bin, &["status"], None, 0)?;
+    ensure!(
+        summary_line(&r.out, 0).is_some_and(|l| l.contains("no locks held")),
+        "status with nothing held: {r}"
+    );
+    ensure!(
+        r.out.contains("/dev/tenstorrent/1"),
+        "status lacks card 1: {r}"
+    );
+
+    let mut h = worker("holder", 0)?;
+    ok(&mut h, "comm pyholder")?;
+    ok(&mut h, &format!("acquire {i}"))?;
+    let busy = format!("held by pid {} (pyholder)", h.pid);
+
+    let r = cli_expect(bin, &["hold", "arc_msg", "--try"], None, 1)?;
+    ensure!(
+        r.err.contains(&format!("busy: {busy}")),
+        "hold --try of a held lock: {r}"
+    );
+    let t = Instant::now();
+    let r = cli_expect(bin, &["acquire", "16", "--timeout", "300ms"], None, 1)?;
+    ensure!(
+        r.err.contains(&format!("timed out after 300ms: {busy}")),
+        "acquire --timeout of a held lock: {r}"
+    );
+    ensure!(
+        t.elapsed() >= Duration::from_millis(300),
+        "timed out early: {:?}",
+        t.elapsed()
+    );
+    let r = cli_expect(bin, &["query", "ARC_MSG"], None, 0)?;
+    for want in [
+        "name: ARC_MSG".to_string(),
+        "held: 1".into(),
+        "held_by_caller: 0".into(),
+        format!("holder_pid: {}", h.pid),
+        "holder_comm: pyholder".into(),
+        "waiters: 0".into(),
+        "spurious_wakeups: 0".into(),
+    ] {
+        ensure!(
+            r.out.lines().any(|l| l == want),
+            "query lacks {want:?}: {r}"
+        );
+    }
+    let r = cli_expect(bin, &["release", "ARC_MSG"], None, 2)?;
+    ensure!(
+        r.err.contains(&format!("held by pid {} (pyholder)", h.pid)),
+        "release: {r}"
+    );
+    ensure!(query(&a, i)?.held, "tt-locks release released the lock");
+
+    // Usage and device errors.
+    cli_expect(bin, &["hold", "bogus"], None, 2)?;
+    cli_expect(bin, &["frobnicate"], None, 2)?;
+    let r = cli_expect(bin, &["hold", "16", "--device", "7", "--try"], None, 3)?;
+    ensure!(r.err.contains("no such device"), "hold on card 7: {r}");
+    let r = cli_expect(bin, &["status", "7"], None, 3)?;
+    ensure!(r.err.contains("no such device"), "status of card 7: {r}");
+
+    // Unprivileged: status works; locking needs access to the node.
+    let r = cli_expect(bin, &["status"], Some(NOBODY), 0)?;
+    ensure_row(&r, "ARC_MSG", &h.pid.to_string(), "pyholder", 0)?;
+    let mode = std::fs::metadata(node(0))
+        .map_err(|e| format!("stat {}: {e}", node(0)))?
+        .mode();
+    if mode & 0o006 == 0o006 {
+        let r = cli_expect(bin, &["hold", "16", "--try"], Some(NOBODY), 1)?;
+        ensure!(
+            r.err.contains(&format!("busy: {busy}")),
+            "unprivileged hold --try: {r}"
+        );
+    } else {
+        let r = cli_expect(bin, &["hold", "16", "--try"], Some(NOBODY), 3)?;
+        ensure!(
+            r.err.contains("permission denied"),
+            "unprivileged hold (mode {mode:o}): {r}"
+        );
+    }
+
+    // hold --for: holds, then releases.
+    let r = cli_expect(bin, &["hold", "ETH03", "--for", "200ms"], None, 0)?;
+    ensure!(
+        r.out.contains("holding ETH03 on /dev/tenstorrent/0 (pid ")
+            && r.out.contains("released ETH03"),
+        "hold --for: {r}"
+    );
+    ensure_free(&a, 3)?;
+
+    // A blocking hold waits for the holder, says so, gets the lock at the
+    // hand-off and releases it on SIGTERM.
+    let mut c = command(bin, &["hold", "arc_msg"], None)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn tt-locks: {e}"))?;
+    wait_waiters(&a, i, 1)?;
+    ok(&mut h, &format!("release {:x}", bit(i)))?;
+    let cpid = c.id();
+    poll_query(&a, i, "held by tt-locks", |q| {
+        q.held && q.holder_pid == cpid
+    })?;
+    // SAFETY: signalling our child.
+    unsafe { libc::kill(cpid as i32, libc::SIGTERM) };
+    let status = c.wait().map_err(|e| format!("wait tt-locks: {e}"))?;
+    let r = Run {
+        code: status.code().unwrap_or(-1),
+        out: drain(c.stdout.take()),
+        err: drain(c.stderr.take()),
+    };
+    ensure!(
+        r.code == 0
+            && r.out.contains(&format!(
+                "waiting for ARC_MSG on /dev/tenstorrent/0: {busy}"
+            ))
+            && r.out.contains(&format!(
+                "holding ARC_MSG on /dev/tenstorrent/0 (pid {cpid})"
+            ))
+            && r.out.contains("(SIGTERM)"),
+        "blocking hold, then SIGTERM: {r}"
+    );
+    ensure_free(&a, i)?;
+
+    // SIGINT while waiting: "interrupted", exit 4, no longer queued.
+    ok(&mut h, &format!("acquire {i}"))?;
+    let mut c = command(bin, &["hold", "arc_msg"], None)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn tt-locks: {e}"))?;
+    wait_waiters(&a, i, 1)?;
+    // SAFETY: signalling our child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let status = c.wait().map_err(|e| format!("wait tt-locks: {e}"))?;
+    let err = drain(c.stderr.take());
+    ensure!(
+        status.code() == Some(4) && err.contains("interrupted"),
+        "SIGINT while waiting: {status:?}, stderr {err:?}"
+    );
+    wait_waiters(&a, i, 0)?;
+
+    // acquire: held while stdin is open, released at its end.
+    let mut c = command(bin, &["acquire", "eth5"], None)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn tt-locks: {e}"))?;
+    let cpid = c.id();
+    poll_query(&a, 5, "held by tt-locks acquire", |q| {
+        q.held && q.holder_pid == cpid
+    })?;
+    let s = sys(0, 5)?;
+    ensure!(
+        s.pid == cpid && s.comm == "tt-locks",
+        "ETH05 held by tt-locks acquire: {s:?}"
+    );
+    drop(c.stdin.take());
+    let status = c.wait().map_err(|e| format!("wait tt-locks: {e}"))?;
+    let out = drain(c.stdout.take());
+    ensure!(
+        status.code() == Some(0) && out.contains("holding ETH05") && out.contains("(end of input)"),
+        "acquire until end of input: {status:?}, stdout {out:?}, stderr {:?}",
+        drain(c.stderr.take())
+    );
+    ensure_free(&a, 5)?;
+
+    // watch: refreshes N times, clearing the screen each time.
+    let r = cli_expect(
+        bin,
+        &["watch", "0", "--interval", "50ms", "--count", "3"],
+        None,
+        0,
+    )?;
+    ensure_eq!(
+        r.out.matches("\x1b[2J").count(),
+        3,
+        "screens drawn by watch --count 3"
+    );
+    ensure!(
+        status_row(&r.out, "ARC_MSG").is_some(),
+        "watch does not show ARC_MSG: {r}"
+    );
+    Ok(())
+}
