@@ -32,6 +32,7 @@ use crate::rust_ext::{
 };
 use crate::wait::{
     self,
+    Ended,
     Wait,
     Woken, //
 };
@@ -558,33 +559,26 @@ impl State {
         waiter.wake.notify_one();
     }
 
-    /// Decides whether a queued waiter is done, after it woke because of a
-    /// signal (`interrupted`), its deadline (`timed_out`) or a wake-up.
-    ///
-    /// A grant always wins, even over a signal or a deadline that came at
-    /// the same time: a granted waiter is no longer queued, so refusing the
-    /// grant would lose the lock.
+    /// Decides whether a queued waiter is done (see [`wait::settle`]).
     fn settle(
         &self,
         waiter: &Waiter,
         interrupted: bool,
         timed_out: bool,
     ) -> Option<Result<Grant, AcquireError>> {
-        if let Some(grant) = *waiter.grant.access(self) {
-            return Some(Ok(grant));
-        }
-        if self.gone {
-            return Some(Err(AcquireError::Gone));
-        }
-        if interrupted {
-            return Some(Err(AcquireError::Interrupted));
-        }
-        if timed_out {
-            return Some(Err(AcquireError::TimedOut {
+        let settled = wait::settle(
+            *waiter.grant.access(self),
+            self.gone,
+            interrupted,
+            timed_out,
+        )?;
+        Some(settled.map_err(|ended| match ended {
+            Ended::Gone => AcquireError::Gone,
+            Ended::Interrupted => AcquireError::Interrupted,
+            Ended::TimedOut => AcquireError::TimedOut {
                 holder_pid: self.holder_pid(waiter.mask),
-            }));
-        }
-        None
+            },
+        }))
     }
 
     fn record_wait(&mut self, mask: LockMask, waited_ns: u64) {

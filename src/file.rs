@@ -10,7 +10,7 @@ use crate::{
     arbiter::{
         bit,
         AcquireError,
-        Acquired,
+
         LockMask,
         OwnerId,
         Reentry,
@@ -234,6 +234,14 @@ fn wait_from_flags(flags: u32, deadline_ns: u64) -> Result<Wait> {
     }
 }
 
+/// What ACQUIRE and ACQUIRE_SET write back.
+#[derive(Default)]
+struct AcquireReport {
+    owner_died: LockMask,
+    waited_ns: u64,
+    holder_pid: u32,
+}
+
 impl AcquireError {
     /// The errno of the new commands, and the holder's pid where the
     /// command reports it.
@@ -360,6 +368,37 @@ impl OpenFile {
         )
     }
 
+    /// Runs a request of ACQUIRE or ACQUIRE_SET: its result, and what to
+    /// write back when the command writes anything (on success, and on the
+    /// errors that report the holder).
+    fn acquire_locks(&self, mask: LockMask, wait: Wait) -> (Result, Option<AcquireReport>) {
+        let result = self.card.arbiter.acquire(
+            self.owner,
+            mask,
+            Requester::current(),
+            wait,
+            Reentry::Refuse,
+        );
+        match result {
+            Ok(acquired) => (
+                Ok(()),
+                Some(AcquireReport {
+                    owner_died: acquired.owner_died,
+                    waited_ns: acquired.waited_ns,
+                    holder_pid: 0,
+                }),
+            ),
+            Err(e) => {
+                let (errno, holder_pid) = e.errno();
+                let report = holder_pid.map(|holder_pid| AcquireReport {
+                    holder_pid,
+                    ..AcquireReport::default()
+                });
+                (Err(errno), report)
+            }
+        }
+    }
+
     fn acquire(&self, arg: usize) -> Result {
         let mut bytes = [0u8; LockAcquire::SIZE];
         read_extensible(arg, &mut bytes)?;
@@ -369,38 +408,19 @@ impl OpenFile {
         }
         let index = lock_index(request.index)?;
         let wait = wait_from_flags(request.flags, request.deadline_ns)?;
-        let result = self.card.arbiter.acquire(
-            self.owner,
-            bit(index),
-            Requester::current(),
-            wait,
-            Reentry::Refuse,
-        );
-        request.out_flags = 0;
-        request.holder_pid = 0;
-        request.waited_ns = 0;
-        let outcome = match result {
-            Ok(Acquired {
-                owner_died,
-                waited_ns,
-            }) => {
-                if owner_died != 0 {
-                    request.out_flags |= uapi::LOCK_OWNER_DIED;
-                }
-                request.waited_ns = waited_ns;
-                Ok(())
-            }
-            Err(e) => {
-                let (errno, holder_pid) = e.errno();
-                match holder_pid {
-                    Some(pid) => request.holder_pid = pid,
-                    None => return Err(errno),
-                }
-                Err(errno)
-            }
+        let (result, report) = self.acquire_locks(bit(index), wait);
+        let Some(report) = report else {
+            return result;
         };
+        request.out_flags = if report.owner_died != 0 {
+            uapi::LOCK_OWNER_DIED
+        } else {
+            0
+        };
+        request.holder_pid = report.holder_pid;
+        request.waited_ns = report.waited_ns;
         write_back(arg, &request.encode())?;
-        outcome
+        result
     }
 
     fn acquire_set(&self, arg: usize) -> Result {
@@ -411,33 +431,15 @@ impl OpenFile {
             return Err(EINVAL);
         }
         let wait = wait_from_flags(request.flags, request.deadline_ns)?;
-        let result = self.card.arbiter.acquire(
-            self.owner,
-            request.mask,
-            Requester::current(),
-            wait,
-            Reentry::Refuse,
-        );
-        request.owner_died_mask = 0;
-        request.waited_ns = 0;
-        request.holder_pid = 0;
-        let outcome = match result {
-            Ok(acquired) => {
-                request.owner_died_mask = acquired.owner_died;
-                request.waited_ns = acquired.waited_ns;
-                Ok(())
-            }
-            Err(e) => {
-                let (errno, holder_pid) = e.errno();
-                match holder_pid {
-                    Some(pid) => request.holder_pid = pid,
-                    None => return Err(errno),
-                }
-                Err(errno)
-            }
+        let (result, report) = self.acquire_locks(request.mask, wait);
+        let Some(report) = report else {
+            return result;
         };
+        request.owner_died_mask = report.owner_died;
+        request.holder_pid = report.holder_pid;
+        request.waited_ns = report.waited_ns;
         write_back(arg, &request.encode())?;
-        outcome
+        result
     }
 
     fn release(&self, arg: usize) -> Result {

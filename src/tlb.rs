@@ -24,6 +24,7 @@ use crate::{
     },
     wait::{
         self,
+        Ended,
         Wait,
         Woken, //
     },
@@ -455,27 +456,24 @@ impl State {
         waiter.wake.notify_one();
     }
 
-    /// Whether a queued waiter is done; a grant always wins (see the
-    /// arbiter's `settle`).
+    /// Decides whether a queued waiter is done (see [`wait::settle`]).
     fn settle(
         &self,
         waiter: &Waiter,
         interrupted: bool,
         timed_out: bool,
     ) -> Option<Result<usize, TlbError>> {
-        if let Some(id) = *waiter.grant.access(self) {
-            return Some(Ok(id));
-        }
-        if self.gone {
-            return Some(Err(TlbError::Gone));
-        }
-        if interrupted {
-            return Some(Err(TlbError::Interrupted));
-        }
-        if timed_out {
-            return Some(Err(TlbError::TimedOut));
-        }
-        None
+        let settled = wait::settle(
+            *waiter.grant.access(self),
+            self.gone,
+            interrupted,
+            timed_out,
+        )?;
+        Some(settled.map_err(|ended| match ended {
+            Ended::Gone => TlbError::Gone,
+            Ended::Interrupted => TlbError::Interrupted,
+            Ended::TimedOut => TlbError::TimedOut,
+        }))
     }
 }
 

@@ -43,6 +43,39 @@ impl Wait {
     }
 }
 
+/// Why a queued request ended without a grant.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Ended {
+    /// The card is gone.
+    Gone,
+    /// A signal is pending.
+    Interrupted,
+    /// The deadline passed.
+    TimedOut,
+}
+
+/// Decides whether a queued request is done, given its `grant` (if any),
+/// whether the card is `gone`, and whether it woke because of a signal
+/// (`interrupted`) or its deadline (`timed_out`). `None`: wait on.
+///
+/// A grant always wins, even over a signal or a deadline that came at the
+/// same time: a granted waiter is no longer queued, so refusing the grant
+/// would lose it.
+pub(crate) fn settle<G>(
+    grant: Option<G>,
+    gone: bool,
+    interrupted: bool,
+    timed_out: bool,
+) -> Option<Result<G, Ended>> {
+    match grant {
+        Some(grant) => Some(Ok(grant)),
+        None if gone => Some(Err(Ended::Gone)),
+        None if interrupted => Some(Err(Ended::Interrupted)),
+        None if timed_out => Some(Err(Ended::TimedOut)),
+        None => None,
+    }
+}
+
 /// Why a sleeping waiter woke.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Woken {
