@@ -32,8 +32,12 @@ use crate::rust_ext::{
 };
 use crate::wait::{
     self,
+    unlock,
+    DefersWakeups,
     Ended,
+    Sleeper,
     Wait,
+    Wakeups,
     Woken, //
 };
 use kernel::{
@@ -61,8 +65,15 @@ pub(crate) fn bit(index: usize) -> LockMask {
     1 << index
 }
 
-fn indices(mask: LockMask) -> impl Iterator<Item = usize> {
-    (0..LOCK_COUNT).filter(move |&i| mask & bit(i) != 0)
+/// The indices of the locks of `mask`, lowest first.
+fn indices(mut mask: LockMask) -> impl Iterator<Item = usize> {
+    core::iter::from_fn(move || {
+        let index = mask.trailing_zeros() as usize;
+        (index < LOCK_COUNT).then(|| {
+            mask &= mask - 1;
+            index
+        })
+    })
 }
 
 /// The owner of locks: one open file description.
@@ -212,6 +223,12 @@ struct Waiter {
     notified: LockedBy<bool, State>,
 }
 
+impl Sleeper for Waiter {
+    fn condvar(&self) -> &CondVar {
+        &self.wake
+    }
+}
+
 struct State {
     gone: bool,
     /// Locks with a holder.
@@ -222,6 +239,15 @@ struct State {
     queue: KVec<Arc<Waiter>>,
     slots: [Slot; LOCK_COUNT],
     next_owner: u64,
+    /// Wake-ups to send when the mutex is released ([`unlock`]).
+    wakeups: Wakeups<Waiter>,
+}
+
+impl DefersWakeups for State {
+    type Waiter = Waiter;
+    fn wakeups(&mut self) -> &mut Wakeups<Waiter> {
+        &mut self.wakeups
+    }
 }
 
 /// The locks of one card.
@@ -242,6 +268,7 @@ impl Arbiter {
                 queue: KVec::new(),
                 slots: core::array::from_fn(|_| Slot::default()),
                 next_owner: 1,
+                wakeups: Wakeups::new(),
             }),
         })
     }
@@ -307,7 +334,7 @@ impl Arbiter {
         };
 
         let waited_ns = u64::try_from(monotonic_ns() - now).unwrap_or(0);
-        match result {
+        let result = match result {
             Ok(grant) if !state.gone => {
                 state.record_wait(mask, waited_ns);
                 Ok(Acquired {
@@ -325,7 +352,9 @@ impl Arbiter {
                 state.dequeue(&waiter);
                 Err(e)
             }
-        }
+        };
+        unlock(state);
+        result
     }
 
     fn new_waiter(
@@ -359,6 +388,7 @@ impl Arbiter {
             return Err(EPERM);
         }
         state.release_locks(mask, false);
+        unlock(state);
         Ok(())
     }
 
@@ -370,6 +400,7 @@ impl Arbiter {
         if mask != 0 {
             state.release_locks(mask, true);
         }
+        unlock(state);
     }
 
     /// Whether `owner` holds lock `index`, and whether anyone does.
@@ -424,8 +455,9 @@ impl Arbiter {
         state.gone = true;
         for position in 0..state.queue.len() {
             let waiter = state.queue[position].clone();
-            state.wake(&waiter);
+            state.wake(waiter);
         }
+        unlock(state);
     }
 }
 
@@ -548,15 +580,16 @@ impl State {
             };
             let owner_died = self.grant(waiter.owner, mask, &waiter.who);
             *waiter.grant.access_mut(self) = Some(Grant { owner_died });
-            self.wake(&waiter);
+            self.wake(waiter);
         }
     }
 
-    /// Wakes `waiter`, which must have been granted or the card be gone:
-    /// every wake-up the driver sends goes through here.
-    fn wake(&mut self, waiter: &Waiter) {
+    /// Wakes `waiter`, which must have been granted or the card be gone,
+    /// once the mutex is released: every wake-up the driver sends goes
+    /// through here.
+    fn wake(&mut self, waiter: Arc<Waiter>) {
         *waiter.notified.access_mut(self) = true;
-        waiter.wake.notify_one();
+        self.wakeups.push(waiter);
     }
 
     /// Decides whether a queued waiter is done (see [`wait::settle`]).

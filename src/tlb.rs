@@ -24,8 +24,12 @@ use crate::{
     },
     wait::{
         self,
+        unlock,
+        DefersWakeups,
         Ended,
+        Sleeper,
         Wait,
+        Wakeups,
         Woken, //
     },
 };
@@ -244,12 +248,27 @@ struct Waiter {
     grant: LockedBy<Option<usize>, State>,
 }
 
+impl Sleeper for Waiter {
+    fn condvar(&self) -> &CondVar {
+        &self.wake
+    }
+}
+
 struct State {
     gone: bool,
     /// The holder of each window, by id.
     holders: KVec<Option<Holder>>,
     /// The waiters of each class, in arrival order.
     queues: [KVec<Arc<Waiter>>; MAX_CLASSES],
+    /// Wake-ups to send when the mutex is released ([`unlock`]).
+    wakeups: Wakeups<Waiter>,
+}
+
+impl DefersWakeups for State {
+    type Waiter = Waiter;
+    fn wakeups(&mut self) -> &mut Wakeups<Waiter> {
+        &mut self.wakeups
+    }
 }
 
 /// The TLB windows of one card.
@@ -273,6 +292,7 @@ impl TlbPool {
                 gone: false,
                 holders,
                 queues: [KVec::new(), KVec::new(), KVec::new()],
+                wakeups: Wakeups::new(),
             }),
         }))
     }
@@ -369,6 +389,7 @@ impl TlbPool {
         match state.holders.get(id) {
             Some(Some(holder)) if holder.owner == owner => {
                 state.free_and_hand_off(&self.layout, id);
+                unlock(state);
                 Ok(())
             }
             _ => Err(EPERM),
@@ -383,17 +404,20 @@ impl TlbPool {
                 state.free_and_hand_off(&self.layout, id);
             }
         }
+        unlock(state);
     }
 
     /// The card is going away: every waiter wakes with [`TlbError::Gone`].
     pub(crate) fn shut_down(&self) {
         let mut state = self.state.lock();
         state.gone = true;
-        for queue in state.queues.iter() {
-            for waiter in queue.iter() {
-                waiter.wake.notify_one();
+        for class in 0..MAX_CLASSES {
+            for position in 0..state.queues[class].len() {
+                let waiter = state.queues[class][position].clone();
+                state.wakeups.push(waiter);
             }
         }
+        unlock(state);
     }
 
     /// The state of class `class`, with holder pids in the caller's pid
@@ -453,7 +477,7 @@ impl State {
             who: waiter.who.clone(),
         });
         *waiter.grant.access_mut(self) = Some(granted);
-        waiter.wake.notify_one();
+        self.wakeups.push(waiter);
     }
 
     /// Decides whether a queued waiter is done (see [`wait::settle`]).

@@ -14,8 +14,10 @@ use kernel::{
             Backend,
             Guard, //
         },
+        Arc,
         CondVar,
-        CondVarTimeoutResult, //
+        CondVarTimeoutResult,
+        MutexGuard, //
     },
     time::msecs_to_jiffies, //
 };
@@ -121,4 +123,75 @@ pub(crate) fn sleep<T: ?Sized, B: Backend>(
             }
         }
     }
+}
+
+/// A waiter that sleeps on its own condition variable.
+pub(crate) trait Sleeper {
+    fn condvar(&self) -> &CondVar;
+}
+
+/// Most wake-ups one operation defers. One release grants at most one
+/// waiter per lock it frees, so the locks never need more; past it, a
+/// wake-up is sent at once, which is only slower.
+const DEFERRED: usize = 64;
+
+/// Wake-ups decided under a lock and sent once it is released.
+///
+/// A waiter woken while its waker still holds the card's mutex runs, finds
+/// the mutex held and sleeps a second time: two context switches per
+/// hand-off instead of one. So grants are recorded under the mutex and the
+/// wake-ups sent after it ([`Wakeups::send`]). A grant is never lost in
+/// between: the waiter checks its grant under the mutex before it sleeps
+/// and whenever it wakes, for whatever reason.
+pub(crate) struct Wakeups<W: Sleeper> {
+    waiters: [Option<Arc<W>>; DEFERRED],
+    len: usize,
+}
+
+impl<W: Sleeper> Wakeups<W> {
+    pub(crate) const fn new() -> Self {
+        Self {
+            waiters: [const { None }; DEFERRED],
+            len: 0,
+        }
+    }
+
+    /// Records a wake-up of `waiter`.
+    pub(crate) fn push(&mut self, waiter: Arc<W>) {
+        match self.waiters.get_mut(self.len) {
+            Some(slot) => {
+                *slot = Some(waiter);
+                self.len += 1;
+            }
+            None => waiter.condvar().notify_one(),
+        }
+    }
+
+    /// Takes the wake-ups recorded so far, to send once the lock is
+    /// released.
+    pub(crate) fn take(&mut self) -> Self {
+        core::mem::replace(self, Self::new())
+    }
+
+    /// Sends the wake-ups.
+    pub(crate) fn send(self) {
+        for waiter in self.waiters.iter().flatten() {
+            waiter.condvar().notify_one();
+        }
+    }
+}
+
+/// State behind a mutex that defers its wake-ups until the mutex is
+/// released.
+pub(crate) trait DefersWakeups {
+    type Waiter: Sleeper;
+    fn wakeups(&mut self) -> &mut Wakeups<Self::Waiter>;
+}
+
+/// Releases the mutex of `state`, then sends the wake-ups decided under it.
+/// Every path that may have granted a waiter ends with this.
+pub(crate) fn unlock<S: DefersWakeups + Unpin>(mut state: MutexGuard<'_, S>) {
+    let wakeups = state.wakeups().take();
+    drop(state);
+    wakeups.send();
 }

@@ -312,7 +312,7 @@ mod tests {
         state.count_spurious(&w);
         assert_eq!(state.slots[8].stats.spurious_wakeups, 0);
         // A wake-up sent without a grant: counted.
-        state.wake(&w);
+        state.wake(w.clone());
         state.count_spurious(&w);
         assert_eq!(state.slots[8].stats.spurious_wakeups, 1);
         state.dequeue(&w);

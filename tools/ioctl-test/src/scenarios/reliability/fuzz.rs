@@ -306,6 +306,10 @@ enum Known {
     Info,
     /// LOCK_CTL: `out` at +12.
     LockCtl,
+    /// ALLOCATE_TLB: always writes its 32-byte `out` at +16.
+    AllocateTlb,
+    /// FREE_TLB: writes nothing.
+    FreeTlb,
     /// Ours: writes back `size` bytes (0: RELEASE writes nothing).
     Ours { writes: usize },
 }
@@ -316,6 +320,8 @@ fn known(cmd: u32) -> Option<Known> {
             return Some(Known::Info)
         }
         c if c == abi::IOCTL_LOCK_CTL => return Some(Known::LockCtl),
+        c if c == abi::IOCTL_ALLOCATE_TLB => return Some(Known::AllocateTlb),
+        c if c == abi::IOCTL_FREE_TLB => return Some(Known::FreeTlb),
         _ => {}
     }
     let (dir, ty, nr, size) = (
@@ -332,6 +338,7 @@ fn known(cmd: u32) -> Option<Known> {
         0x41 => (48, 48),
         0x42 => (16, 0),
         0x43 => (80, 80),
+        0x44 => (56, 56),
         _ => return None,
     };
     (size >= first).then_some(Known::Ours { writes })
@@ -384,6 +391,8 @@ fn judge(input: &Input, errno: i32) -> TestResult {
     let allowed: &[i32] = match k {
         Known::Info => &[0, libc::EFAULT],
         Known::LockCtl => &[0, libc::EFAULT, libc::EINVAL, libc::EINTR],
+        Known::AllocateTlb => &[0, libc::EFAULT, libc::EINVAL, libc::ENOMEM],
+        Known::FreeTlb => &[0, libc::EFAULT, libc::EINVAL, libc::EPERM],
         Known::Ours { .. } => &[
             0,
             libc::EFAULT,
@@ -394,6 +403,7 @@ fn judge(input: &Input, errno: i32) -> TestResult {
             libc::EDEADLK,
             libc::EPERM,
             libc::EINTR,
+            libc::ENOMEM,
         ],
     };
     ensure!(
@@ -425,6 +435,8 @@ fn write_window(input: &Input, ptr: usize) -> (usize, usize) {
             ptr.wrapping_add(12),
             ptr.wrapping_add(12).saturating_add(osb),
         ),
+        Some(Known::AllocateTlb) => (ptr.wrapping_add(16), ptr.wrapping_add(48)),
+        Some(Known::FreeTlb) => (0, 0),
         Some(Known::Ours { writes }) => (ptr, ptr.saturating_add(writes)),
         None => (0, 0),
     }
@@ -563,8 +575,8 @@ fn gen_mask(rng: &mut Rng) -> u64 {
 
 /// One of our commands, as a struct with random (mostly plausible) fields.
 fn gen_ours(rng: &mut Rng) -> (u32, Vec<u8>) {
-    let nr = 0x40 + rng.below(4) as u32;
-    let own = [40usize, 48, 16, 80][(nr - 0x40) as usize];
+    let nr = 0x40 + rng.below(5) as u32;
+    let own = [40usize, 48, 16, 80, 56][(nr - 0x40) as usize];
     let mut b = vec![0u8; own];
     match nr {
         0x40 => {
@@ -589,6 +601,11 @@ fn gen_ours(rng: &mut Rng) -> (u32, Vec<u8>) {
             );
             put64(&mut b, 8, gen_mask(rng));
         }
+        0x44 => {
+            put32(&mut b, 4, gen_flags(rng));
+            put64(&mut b, 8, gen_tlb_size(rng));
+            put64(&mut b, 16, gen_deadline(rng));
+        }
         _ => {
             put32(
                 &mut b,
@@ -607,6 +624,7 @@ fn gen_ours(rng: &mut Rng) -> (u32, Vec<u8>) {
         match nr {
             0x40 => put32(&mut b, 12, rng.next() as u32),
             0x41 => put32(&mut b, 44, rng.next() as u32),
+            0x44 => put32(&mut b, 28, rng.next() as u32),
             _ => {}
         }
     }
@@ -654,6 +672,15 @@ fn gen_ours(rng: &mut Rng) -> (u32, Vec<u8>) {
 }
 
 /// The C driver's commands, with random output_size_bytes / flags / index.
+/// A TLB window size: mostly one of the layouts' sizes.
+fn gen_tlb_size(rng: &mut Rng) -> u64 {
+    match rng.below(6) {
+        0 => rng.next(),
+        1 => rng.below(1 << 34),
+        _ => pick(rng, &[1 << 20, 2 << 20, 16 << 20, 4 << 30]),
+    }
+}
+
 fn gen_old(rng: &mut Rng) -> (u32, Vec<u8>) {
     let cmd = pick(
         rng,
@@ -662,8 +689,21 @@ fn gen_old(rng: &mut Rng) -> (u32, Vec<u8>) {
             abi::IOCTL_GET_DRIVER_INFO,
             abi::IOCTL_LOCK_CTL,
             abi::IOCTL_LOCK_CTL,
+            abi::IOCTL_ALLOCATE_TLB,
+            abi::IOCTL_FREE_TLB,
         ],
     );
+    if cmd == abi::IOCTL_ALLOCATE_TLB || cmd == abi::IOCTL_FREE_TLB {
+        let len = rng.below(24) as usize;
+        let mut b = random_bytes(rng, len);
+        if cmd == abi::IOCTL_ALLOCATE_TLB && b.len() >= 8 && rng.below(2) == 0 {
+            put64(&mut b, 0, gen_tlb_size(rng));
+        }
+        if cmd == abi::IOCTL_FREE_TLB && b.len() >= 4 && rng.below(2) == 0 {
+            put32(&mut b, 0, rng.below(260) as u32);
+        }
+        return (cmd, b);
+    }
     let osb = match rng.below(8) {
         0 => 0,
         1 => 0xffff_ffff,
@@ -704,7 +744,7 @@ fn gen_cmd_bytes(rng: &mut Rng) -> (u32, Vec<u8>) {
         60..=69 => {
             // our numbers with random size and direction bits
             let (_, mut b) = gen_ours(rng);
-            let nr = 0x40 + rng.below(4) as u32;
+            let nr = 0x40 + rng.below(5) as u32;
             let dir = if rng.below(2) == 0 {
                 3
             } else {
