@@ -85,6 +85,11 @@ stress:
 vm: modules
 	tools/vm/run --interactive
 
+# In the VM on the plain (non-debug) kernel, with a module built for it
+# out of the shared tree; results go to $(TT_CACHE)/bench, not to git.
+bench:
+	tools/bench/run
+
 lint:
 	tools/vm/build-module --lint
 

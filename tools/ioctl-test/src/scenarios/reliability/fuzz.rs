@@ -867,7 +867,7 @@ fn install_sigusr2() -> TestResult {
 /// Multithreaded fuzzing of both cards, with locks held by another file.
 pub fn fuzz_ioctls() -> TestResult {
     let nthreads = sized(4usize, 8);
-    let per_thread = sized(1500u64, 25_000);
+    let per_thread = sized(1500u64, 12_500);
     let left = check_all_free(&[0, 1])?;
     ensure!(
         left.lost == 0,

@@ -1,8 +1,9 @@
 //! Signal storm: waiter processes queue on one lock, each planning to take
 //! it a number of times, by blocking ACQUIRE, ACQUIRE with a deadline
 //! (both with a SIGALRM handler without SA_RESTART: EINTR, then they call
-//! again) or LOCK_CTL ACQUIRE_BLOCKING (handler with SA_RESTART: restarted
-//! transparently, never EINTR), while a supervisor sends random SIGSTOP,
+//! again; a deadline that passed while stopped gives ETIMEDOUT, or EBUSY
+//! when the call is restarted after it) or LOCK_CTL ACQUIRE_BLOCKING
+//! (handler with SA_RESTART: restarted transparently, never EINTR), while a supervisor sends random SIGSTOP,
 //! SIGCONT and SIGALRM to them. In the end each waiter got the lock exactly
 //! as often as it planned, nobody held it twice, no grant was lost, no
 //! wake-up was spurious, and the lock is free.
@@ -49,17 +50,10 @@ fn waiter(
     let w = |k: usize| shm.u64(i * WORDS + k);
     for _ in 0..plan {
         loop {
+            let deadline = now_ns() + 500_000_000 + rng.below(2_000_000_000);
             let r = match kind {
                 0 => acquire(&dev, l, 0, 0).0,
-                1 => {
-                    acquire(
-                        &dev,
-                        l,
-                        abi::LOCK_DEADLINE,
-                        now_ns() + 500_000_000 + rng.below(2_000_000_000),
-                    )
-                    .0
-                }
+                1 => acquire(&dev, l, abi::LOCK_DEADLINE, deadline).0,
                 _ => lock_ctl(&dev, l as u8, abi::LOCK_CTL_ACQUIRE_BLOCKING).map(|v| v as i32 - 1),
             };
             match (kind, r) {
@@ -68,6 +62,12 @@ fn waiter(
                     w(1).fetch_add(1, Ordering::SeqCst);
                 }
                 (1, Err(e)) if e.raw_os_error() == Some(libc::ETIMEDOUT) => {
+                    w(2).fetch_add(1, Ordering::SeqCst);
+                }
+                // A call restarted after a stop whose deadline passed in
+                // the meantime is a try ("a deadline already past behaves
+                // as a try"): EBUSY, but never before the deadline.
+                (1, Err(e)) if e.raw_os_error() == Some(libc::EBUSY) && now_ns() >= deadline => {
                     w(2).fetch_add(1, Ordering::SeqCst);
                 }
                 (_, r) => {
