@@ -392,6 +392,21 @@ impl Arbiter {
         Ok(())
     }
 
+    /// Undoes a grant of `mask` to `owner` whose caller could not be told:
+    /// the locks are released, and the owner-died marks the grant consumed
+    /// (`owner_died`) are put back for the next acquirer.
+    pub(crate) fn undo(&self, owner: OwnerId, mask: LockMask, owner_died: LockMask) {
+        let mut state = self.state.lock();
+        if state.held_by(owner) & mask != mask {
+            return;
+        }
+        for i in indices(owner_died & mask) {
+            state.slots[i].owner_died = true;
+        }
+        state.release_locks(mask, false);
+        unlock(state);
+    }
+
     /// Releases every lock `owner` holds because its file is closing: the
     /// locks are marked "owner died" for their next acquirer.
     pub(crate) fn release_all(&self, owner: OwnerId) {

@@ -317,20 +317,27 @@ impl OpenFile {
         let request = LockCtlIn::decode(&bytes);
         let index = lock_index(request.index.into())?;
         let arbiter = &self.card.arbiter;
+        let acquire = |wait| {
+            arbiter.acquire(
+                self.owner,
+                bit(index),
+                Requester::current(),
+                wait,
+                Reentry::Wait,
+            )
+        };
+        // The grant, if this call takes the lock: undone if the answer
+        // cannot be written.
+        let mut acquired = None;
         let value = match request.flags {
-            uapi::LOCK_CTL_ACQUIRE => {
-                match arbiter.acquire(
-                    self.owner,
-                    bit(index),
-                    Requester::current(),
-                    Wait::Try,
-                    Reentry::Wait,
-                ) {
-                    Ok(_) => 1,
-                    Err(AcquireError::Busy { .. }) => 0,
-                    Err(e) => return Err(e.errno().0),
+            uapi::LOCK_CTL_ACQUIRE => match acquire(Wait::Try) {
+                Ok(grant) => {
+                    acquired = Some(grant);
+                    1
                 }
-            }
+                Err(AcquireError::Busy { .. }) => 0,
+                Err(e) => return Err(e.errno().0),
+            },
             uapi::LOCK_CTL_RELEASE => match arbiter.release(self.owner, bit(index)) {
                 Ok(()) => 1,
                 Err(e) if e == EPERM => 0,
@@ -340,32 +347,31 @@ impl OpenFile {
                 let (mine, held) = arbiter.test(self.owner, index)?;
                 u8::from(mine) | u8::from(held) << 1
             }
-            uapi::LOCK_CTL_ACQUIRE_BLOCKING => {
-                match arbiter.acquire(
-                    self.owner,
-                    bit(index),
-                    Requester::current(),
-                    Wait::Forever,
-                    Reentry::Wait,
-                ) {
-                    Ok(_) => 1,
-                    // As the C driver: restarted under SA_RESTART, EINTR
-                    // otherwise.
-                    Err(AcquireError::Interrupted) => return Err(ERESTARTSYS),
-                    Err(e) => return Err(e.errno().0),
+            uapi::LOCK_CTL_ACQUIRE_BLOCKING => match acquire(Wait::Forever) {
+                Ok(grant) => {
+                    acquired = Some(grant);
+                    1
                 }
-            }
+                // As the C driver: restarted under SA_RESTART, EINTR
+                // otherwise.
+                Err(AcquireError::Interrupted) => return Err(ERESTARTSYS),
+                Err(e) => return Err(e.errno().0),
+            },
             _ => return Err(EINVAL),
         };
         let answer = LockCtlOut {
             value,
             reserved: [0; 3],
         };
-        write_sized_output(
+        let written = write_sized_output(
             arg.wrapping_add(LockCtlIn::SIZE),
             request.output_size_bytes,
             &answer.encode(),
-        )
+        );
+        if let (Err(_), Some(grant)) = (&written, acquired) {
+            arbiter.undo(self.owner, bit(index), grant.owner_died);
+        }
+        written
     }
 
     /// Runs a request of ACQUIRE or ACQUIRE_SET: its result, and what to
@@ -419,7 +425,7 @@ impl OpenFile {
         };
         request.holder_pid = report.holder_pid;
         request.waited_ns = report.waited_ns;
-        write_back(arg, &request.encode())?;
+        self.write_report(arg, &request.encode(), bit(index), &result, &report)?;
         result
     }
 
@@ -438,8 +444,26 @@ impl OpenFile {
         request.owner_died_mask = report.owner_died;
         request.holder_pid = report.holder_pid;
         request.waited_ns = report.waited_ns;
-        write_back(arg, &request.encode())?;
+        self.write_report(arg, &request.encode(), request.mask, &result, &report)?;
         result
+    }
+
+    /// Writes back the answer of ACQUIRE or ACQUIRE_SET; if that fails
+    /// after the locks of `mask` were granted, the grant is undone: the
+    /// caller, told `EFAULT`, cannot know it holds them.
+    fn write_report(
+        &self,
+        arg: usize,
+        answer: &[u8],
+        mask: LockMask,
+        result: &Result,
+        report: &AcquireReport,
+    ) -> Result {
+        let written = write_back(arg, answer);
+        if written.is_err() && result.is_ok() {
+            self.card.arbiter.undo(self.owner, mask, report.owner_died);
+        }
+        written
     }
 
     fn release(&self, arg: usize) -> Result {

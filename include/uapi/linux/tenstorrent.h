@@ -20,7 +20,14 @@
  * padding, so 32-bit and 64-bit programs share one layout.
  *
  * Deadlines are absolute CLOCK_MONOTONIC times in nanoseconds, so a call
- * restarted after a signal never waits longer than first asked.
+ * restarted after a signal never waits longer than first asked (a call
+ * restarted after stop/continue whose deadline passed meanwhile is a try:
+ * EBUSY if the lock is not free).
+ *
+ * A command that takes a lock or a TLB window and then cannot write its
+ * answer back (EFAULT) gives the lock or window back at once: the caller
+ * cannot know it holds it. An owner-died mark the grant consumed is kept
+ * for the next acquirer.
  */
 #ifndef _UAPI_LINUX_TENSTORRENT_H
 #define _UAPI_LINUX_TENSTORRENT_H

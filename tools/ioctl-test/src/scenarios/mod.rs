@@ -57,6 +57,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "validation/einval_new_commands" => validation::einval_new_commands;
     "validation/argsz_larger_than_struct" => validation::argsz_larger_than_struct;
     "validation/wrong_size_bits_enotty" => validation::wrong_size_bits_enotty;
+    "validation/efault_on_write_back_undoes_the_grant" => validation::efault_on_write_back_undoes_the_grant;
     "stress/mutual_exclusion" => stress::mutual_exclusion, 180;
     "stress/overlapping_sets" => stress::overlapping_sets, 180;
     "tlb/layout_counts_wormhole" => tlb::layout_counts_wormhole;

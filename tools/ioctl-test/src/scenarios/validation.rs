@@ -234,3 +234,97 @@ pub fn wrong_size_bits_enotty() -> TestResult {
     d.release(1 << L).map_err(|e| format!("release: {e}"))?;
     Ok(())
 }
+
+/// A page holding `bytes` at its start, then made read-only.
+fn read_only_page(bytes: &[u8]) -> Result<Shared, String> {
+    let m = Shared::new(page_size())?;
+    // SAFETY: `bytes` fits in the fresh page, which nothing else refers to.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), m.addr() as *mut u8, bytes.len()) };
+    // SAFETY: changing the protection of our own mapping, which no Rust
+    // reference points into.
+    let rc = unsafe { libc::mprotect(m.addr() as *mut libc::c_void, page_size(), libc::PROT_READ) };
+    ensure!(rc == 0, "mprotect: {}", std::io::Error::last_os_error());
+    Ok(m)
+}
+
+/// A lock granted to a call whose answer cannot be written back (EFAULT)
+/// is released again: the caller cannot know it holds it. Its owner-died
+/// mark survives for the next acquirer.
+pub fn efault_on_write_back_undoes_the_grant() -> TestResult {
+    let d = open(0)?;
+    ensure_free(&d, L)?;
+    // LOCK_CTL with `in` at the end of a page and `out` in the hole after.
+    let (_m, end) = page_before_hole()?;
+    for flags in [abi::LOCK_CTL_ACQUIRE, abi::LOCK_CTL_ACQUIRE_BLOCKING] {
+        let input = abi::LockCtlIn {
+            output_size_bytes: 4,
+            flags,
+            index: L as u8,
+            ..Default::default()
+        };
+        let bytes = bytes_of(&input);
+        let at = end - bytes.len();
+        // SAFETY: the last bytes of our own writable page.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at as *mut u8, bytes.len()) };
+        expect_errno(
+            ioctl_addr(d.as_raw_fd(), abi::IOCTL_LOCK_CTL, at),
+            libc::EFAULT,
+            &format!("LOCK_CTL flags {flags} with out unwritable"),
+        )?;
+        ensure!(
+            !query(&d, L)?.held,
+            "LOCK_CTL flags {flags}: the lock stayed taken after EFAULT"
+        );
+    }
+    // ACQUIRE and ACQUIRE_SET in read-only memory.
+    let m = read_only_page(&bytes_of(&acq()))?;
+    expect_errno(
+        ioctl_addr(d.as_raw_fd(), abi::IOCTL_LOCK_ACQUIRE, m.addr()),
+        libc::EFAULT,
+        "ACQUIRE in read-only memory",
+    )?;
+    ensure!(
+        !query(&d, L)?.held,
+        "ACQUIRE: the lock stayed taken after EFAULT"
+    );
+    let m = read_only_page(&bytes_of(&set()))?;
+    expect_errno(
+        ioctl_addr(d.as_raw_fd(), abi::IOCTL_LOCK_ACQUIRE_SET, m.addr()),
+        libc::EFAULT,
+        "ACQUIRE_SET in read-only memory",
+    )?;
+    ensure!(
+        !query(&d, L)?.held && !query(&d, L + 1)?.held,
+        "ACQUIRE_SET: the locks stayed taken after EFAULT"
+    );
+    // An owner-died mark consumed by the undone grant is put back.
+    let holder = open(0)?;
+    let (r, _) = acquire(&holder, L, 0, 0);
+    expect_ok(r, "ACQUIRE")?;
+    drop(holder);
+    ensure!(
+        query(&d, L)?.owner_died,
+        "no owner-died mark after the holder's close"
+    );
+    expect_errno(
+        ioctl_addr(
+            d.as_raw_fd(),
+            abi::IOCTL_LOCK_ACQUIRE,
+            read_only_page(&bytes_of(&acq()))?.addr(),
+        ),
+        libc::EFAULT,
+        "ACQUIRE in read-only memory",
+    )?;
+    ensure!(
+        query(&d, L)?.owner_died,
+        "the undone grant lost the owner-died mark"
+    );
+    let (r, a) = acquire(&d, L, 0, 0);
+    expect_ok(r, "ACQUIRE")?;
+    ensure!(
+        a.out_flags & abi::LOCK_OWNER_DIED != 0,
+        "the next acquirer was not told the owner died"
+    );
+    expect_ok(release(&d, bit(L)), "RELEASE")?;
+    Ok(())
+}
