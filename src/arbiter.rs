@@ -237,7 +237,8 @@ struct State {
     wanted: LockMask,
     /// Waiters in arrival order.
     queue: KVec<Arc<Waiter>>,
-    slots: [Slot; LOCK_COUNT],
+    /// One per lock, by index ([`LOCK_COUNT`]).
+    slots: KVec<Slot>,
     next_owner: u64,
     /// Wake-ups to send when the mutex is released ([`unlock`]).
     wakeups: Wakeups<Waiter>,
@@ -259,18 +260,24 @@ pub(crate) struct Arbiter {
 
 impl Arbiter {
     /// A card's locks, all free.
-    pub(crate) fn new() -> impl PinInit<Self> {
-        pin_init!(Self {
+    pub(crate) fn new() -> Result<impl PinInit<Self>> {
+        // On the heap: 64 slots would take several KiB of the probing
+        // task's stack while the initialiser is built.
+        let mut slots = KVec::with_capacity(LOCK_COUNT, GFP_KERNEL)?;
+        for _ in 0..LOCK_COUNT {
+            slots.push(Slot::default(), GFP_KERNEL)?;
+        }
+        Ok(pin_init!(Self {
             state <- new_mutex!(State {
                 gone: false,
                 held: 0,
                 wanted: 0,
                 queue: KVec::new(),
-                slots: core::array::from_fn(|_| Slot::default()),
+                slots,
                 next_owner: 1,
                 wakeups: Wakeups::new(),
             }),
-        })
+        }))
     }
 
     /// A new owner identity, for a newly opened file.

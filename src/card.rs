@@ -64,11 +64,12 @@ impl Card {
         pci: PciIdentity,
         layout: Layout,
     ) -> Result<impl PinInit<Self>> {
+        let arbiter = Arbiter::new()?;
         let tlb = TlbPool::new(layout)?;
         Ok(pin_init!(Self {
             ordinal,
             pci,
-            arbiter <- Arbiter::new(),
+            arbiter <- arbiter,
             tlb <- tlb,
             openers <- new_mutex!(KVec::new()),
         }))

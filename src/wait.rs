@@ -173,9 +173,13 @@ impl<W: Sleeper> Wakeups<W> {
         core::mem::replace(self, Self::new())
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Sends the wake-ups.
     pub(crate) fn send(self) {
-        for waiter in self.waiters.iter().flatten() {
+        for waiter in self.waiters[..self.len].iter().flatten() {
             waiter.condvar().notify_one();
         }
     }
@@ -191,6 +195,10 @@ pub(crate) trait DefersWakeups {
 /// Releases the mutex of `state`, then sends the wake-ups decided under it.
 /// Every path that may have granted a waiter ends with this.
 pub(crate) fn unlock<S: DefersWakeups + Unpin>(mut state: MutexGuard<'_, S>) {
+    // The common release, with nobody waiting, moves nothing.
+    if state.wakeups().is_empty() {
+        return;
+    }
     let wakeups = state.wakeups().take();
     drop(state);
     wakeups.send();

@@ -10,7 +10,7 @@ use super::*;
 use crate::wait::Wait;
 
 fn new_arbiter() -> Result<Pin<KBox<Arbiter>>> {
-    KBox::pin_init(Arbiter::new(), GFP_KERNEL)
+    KBox::pin_init(Arbiter::new()?, GFP_KERNEL)
 }
 
 fn owner(a: &Arbiter) -> OwnerId {
