@@ -45,6 +45,12 @@ tt_mounts() {
 	mountpoint -q "$TT_ROOT/dev" || mount --bind /dev "$TT_ROOT/dev"
 	for m in "$TT_TOP" "$TT_CACHE"; do
 		mkdir -p "$TT_ROOT$m"
+		# A mount left by an earlier clone at the same path may show a
+		# directory that was deleted since: bind the current one.
+		if mountpoint -q "$TT_ROOT$m" &&
+			[ "$(stat -c %d:%i "$m")" != "$(stat -c %d:%i "$TT_ROOT$m" 2>/dev/null)" ]; then
+			umount -l "$TT_ROOT$m"
+		fi
 		mountpoint -q "$TT_ROOT$m" || mount --bind "$m" "$TT_ROOT$m"
 	done
 }
