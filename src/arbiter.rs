@@ -23,6 +23,7 @@
 //! wanting them leaves the queue, and both cases run [`State::hand_off`] over
 //! exactly those locks.
 
+use crate::fifo::Fifo;
 use crate::rust_ext::{
     task::{
         self as task_ext,
@@ -236,7 +237,7 @@ struct State {
     /// Locks that at least one queued waiter wants.
     wanted: LockMask,
     /// Waiters in arrival order.
-    queue: KVec<Arc<Waiter>>,
+    queue: Fifo<Arc<Waiter>>,
     /// One per lock, by index ([`LOCK_COUNT`]).
     slots: KVec<Slot>,
     next_owner: u64,
@@ -272,7 +273,7 @@ impl Arbiter {
                 gone: false,
                 held: 0,
                 wanted: 0,
-                queue: KVec::new(),
+                queue: Fifo::new(),
                 slots,
                 next_owner: 1,
                 wakeups: Wakeups::new(),
@@ -476,7 +477,9 @@ impl Arbiter {
         let mut state = self.state.lock();
         state.gone = true;
         for position in 0..state.queue.len() {
-            let waiter = state.queue[position].clone();
+            let Some(waiter) = state.queue.get(position).cloned() else {
+                break;
+            };
             state.wake(waiter);
         }
         unlock(state);
@@ -530,7 +533,7 @@ impl State {
     fn enqueue(&mut self, waiter: Arc<Waiter>) -> Result<(), AcquireError> {
         let mask = waiter.mask;
         self.queue
-            .push(waiter, GFP_KERNEL)
+            .push_back(waiter, GFP_KERNEL)
             .map_err(|_| AcquireError::NoMemory)?;
         for i in indices(mask) {
             self.slots[i].waiters += 1;
@@ -540,7 +543,7 @@ impl State {
     }
 
     fn forget_waiter_at(&mut self, position: usize) -> Option<Arc<Waiter>> {
-        let waiter = self.queue.remove(position).ok()?;
+        let waiter = self.queue.remove(position)?;
         for i in indices(waiter.mask) {
             let slot = &mut self.slots[i];
             slot.waiters -= 1;
@@ -590,8 +593,10 @@ impl State {
         }
         let mut blocked: LockMask = 0;
         let mut position = 0;
-        while position < self.queue.len() && freed & !(self.held | blocked) != 0 {
-            let mask = self.queue[position].mask;
+        while freed & !(self.held | blocked) != 0 {
+            let Some(mask) = self.queue.get(position).map(|w| w.mask) else {
+                break;
+            };
             if mask & (self.held | blocked) != 0 {
                 blocked |= mask;
                 position += 1;

@@ -17,6 +17,7 @@ mod arbiter;
 mod card;
 mod debugfs;
 mod driver;
+mod fifo;
 mod file;
 mod procfs;
 mod registry;

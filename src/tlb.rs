@@ -18,6 +18,7 @@ use crate::{
         OwnerId,
         Requester, //
     },
+    fifo::Fifo,
     rust_ext::{
         task::TASK_COMM_LEN,
         time::monotonic_ns, //
@@ -259,7 +260,7 @@ struct State {
     /// The holder of each window, by id.
     holders: KVec<Option<Holder>>,
     /// The waiters of each class, in arrival order.
-    queues: [KVec<Arc<Waiter>>; MAX_CLASSES],
+    queues: [Fifo<Arc<Waiter>>; MAX_CLASSES],
     /// Wake-ups to send when the mutex is released ([`unlock`]).
     wakeups: Wakeups<Waiter>,
 }
@@ -291,7 +292,7 @@ impl TlbPool {
             state <- new_mutex!(State {
                 gone: false,
                 holders,
-                queues: [KVec::new(), KVec::new(), KVec::new()],
+                queues: [Fifo::new(), Fifo::new(), Fifo::new()],
                 wakeups: Wakeups::new(),
             }),
         }))
@@ -339,7 +340,7 @@ impl TlbPool {
         )
         .map_err(|_| TlbError::NoMemory)?;
         state.queues[class]
-            .push(waiter.clone(), GFP_KERNEL)
+            .push_back(waiter.clone(), GFP_KERNEL)
             .map_err(|_| TlbError::NoMemory)?;
 
         let result = loop {
@@ -365,7 +366,8 @@ impl TlbPool {
             }
             Err(e) => {
                 let queue = &mut state.queues[class];
-                if let Some(position) = queue.iter().position(|w| Arc::ptr_eq(w, &waiter)) {
+                let position = queue.iter().position(|w| Arc::ptr_eq(w, &waiter));
+                if let Some(position) = position {
                     // Nothing to hand on: the class has no free window,
                     // or this waiter would not have been waiting.
                     let _ = queue.remove(position);
@@ -413,7 +415,9 @@ impl TlbPool {
         state.gone = true;
         for class in 0..MAX_CLASSES {
             for position in 0..state.queues[class].len() {
-                let waiter = state.queues[class][position].clone();
+                let Some(waiter) = state.queues[class].get(position).cloned() else {
+                    break;
+                };
                 state.wakeups.push(waiter);
             }
         }
@@ -466,7 +470,7 @@ impl State {
         if self.queues[class].is_empty() {
             return;
         }
-        let Ok(waiter) = self.queues[class].remove(0) else {
+        let Some(waiter) = self.queues[class].remove(0) else {
             return;
         };
         let Some(granted) = self.lowest_free(layout, class) else {

@@ -44,7 +44,7 @@ fn queue(p: &TlbPool, owner: OwnerId, size: u64) -> Result<Arc<Waiter>> {
     if state.lowest_free(&p.layout, class).is_some() {
         return Err(EINVAL);
     }
-    state.queues[class].push(waiter.clone(), GFP_KERNEL)?;
+    state.queues[class].push_back(waiter.clone(), GFP_KERNEL)?;
     Ok(waiter)
 }
 
