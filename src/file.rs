@@ -186,7 +186,14 @@ fn write_sized_output(out: usize, output_size_bytes: u32, answer: &[u8]) -> Resu
 /// size, the caller's extra bytes must be zero (`E2BIG` otherwise) and are
 /// ignored. Returns the number of bytes to write back.
 fn read_extensible(arg: usize, bytes: &mut [u8]) -> Result<usize> {
-    let argsz = read_u32(arg)?;
+    // One copy for the usual caller, whose struct is the kernel's: argsz
+    // comes with it.
+    UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+        .reader()
+        .read_slice(bytes)?;
+    let mut argsz = [0u8; 4];
+    argsz.copy_from_slice(&bytes[..4]);
+    let argsz = u32::from_ne_bytes(argsz);
     if argsz > MAX_ARGSZ {
         return Err(E2BIG);
     }
@@ -194,8 +201,9 @@ fn read_extensible(arg: usize, bytes: &mut [u8]) -> Result<usize> {
     if argsz < bytes.len() {
         return Err(EINVAL);
     }
-    let mut reader = UserSlice::new(UserPtr::from_addr(arg), argsz).reader();
-    reader.read_slice(bytes)?;
+    let tail_len = argsz - bytes.len();
+    let mut reader =
+        UserSlice::new(UserPtr::from_addr(arg.wrapping_add(bytes.len())), tail_len).reader();
     let mut tail = [0u8; 64];
     while !reader.is_empty() {
         let chunk = reader.len().min(tail.len());
