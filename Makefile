@@ -14,6 +14,7 @@
 #                        kernel), ending with a table of figures
 #   make vm              boot the test VM with the module loaded
 #   make bench           benchmarks (non-debug kernel)
+#   make kcsan           every scenario on the KCSAN (data-race) kernel
 #
 # Installing (see README "Installing"):
 #   make KDIR=... install         modules_install into KDIR's kernel, the
@@ -34,7 +35,7 @@ RUSTC ?= rustc
 PACKAGE_NAME := tenstorrent-arbiter
 PACKAGE_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(CURDIR)/dkms.conf)
 
-.PHONY: all modules check stress vm bench lint clean kdir-check install modules_install \
+.PHONY: all modules check stress kcsan vm bench lint clean kdir-check install modules_install \
 	install-udev install-headers dkms-install dkms-uninstall
 
 all: modules
@@ -81,6 +82,9 @@ check:
 
 stress:
 	tools/stress
+
+kcsan:
+	tools/kcsan
 
 vm: modules
 	tools/vm/run --interactive
