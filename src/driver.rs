@@ -73,21 +73,35 @@ fn pci_domain(name: &CStr) -> u16 {
     })
 }
 
-/// The TLB window layout of a card: from its device id, or for other
-/// devices (emulated ones bound through `new_id`) from the module parameter
-/// `emulated_tlb_layout`.
-fn tlb_layout(pdev: &pci::Device<Core<'_>>, vendor_id: u16, device_id: u16) -> Layout {
-    const BAR4_WINDOW: u64 = 4 << 30;
+/// What a bound PCI device is, from its ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Model {
+    /// End of life: refused.
+    Grayskull,
+    Wormhole,
+    Blackhole,
+    /// Bound through `new_id` (e.g. the test VM's emulated devices).
+    Other,
+}
+
+fn model(vendor_id: u16, device_id: u16) -> Model {
     match (vendor_id, device_id) {
-        (VENDOR_TENSTORRENT, DEVICE_WORMHOLE) => Layout::wormhole(),
-        (VENDOR_TENSTORRENT, DEVICE_BLACKHOLE) => {
-            let bar4 = pdev.resource_len(4).unwrap_or(0);
-            Layout::blackhole(u32::try_from(bar4 / BAR4_WINDOW).unwrap_or(0))
-        }
-        _ => match crate::module_parameters::emulated_tlb_layout.value() {
-            EMULATE_BLACKHOLE => Layout::blackhole(8),
-            _ => Layout::wormhole(),
-        },
+        (VENDOR_TENSTORRENT, DEVICE_GRAYSKULL) => Model::Grayskull,
+        (VENDOR_TENSTORRENT, DEVICE_WORMHOLE) => Model::Wormhole,
+        (VENDOR_TENSTORRENT, DEVICE_BLACKHOLE) => Model::Blackhole,
+        _ => Model::Other,
+    }
+}
+
+/// The TLB window layout of a card of `model`: Blackhole's 4 GiB windows
+/// are as many as its BAR4 (`bar4_len` bytes) holds; other devices get the
+/// layout the module parameter `emulated_tlb_layout` (`emulated`) names.
+fn tlb_layout(model: Model, bar4_len: u64, emulated: u32) -> Layout {
+    const BAR4_WINDOW: u64 = 4 << 30;
+    match model {
+        Model::Blackhole => Layout::blackhole(u32::try_from(bar4_len / BAR4_WINDOW).unwrap_or(0)),
+        Model::Other if emulated == EMULATE_BLACKHOLE => Layout::blackhole(8),
+        Model::Grayskull | Model::Wormhole | Model::Other => Layout::wormhole(),
     }
 }
 
@@ -107,7 +121,8 @@ impl pci::Driver for TenstorrentDriver {
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         let vendor_id = pdev.vendor_id().as_raw();
         let device_id = pdev.device_id();
-        if vendor_id == VENDOR_TENSTORRENT && device_id == DEVICE_GRAYSKULL {
+        let model = model(vendor_id, device_id);
+        if model == Model::Grayskull {
             dev_err!(
                 pdev,
                 "Grayskull ({:04x}:{:04x}) is end-of-life and not supported by this driver\n",
@@ -125,7 +140,11 @@ impl pci::Driver for TenstorrentDriver {
             bus_dev_fn: pdev.dev_id(),
             domain: pci_domain(pdev.as_ref().name()),
         };
-        let layout = tlb_layout(pdev, vendor_id, device_id);
+        let layout = tlb_layout(
+            model,
+            pdev.resource_len(4).unwrap_or(0),
+            crate::module_parameters::emulated_tlb_layout.value(),
+        );
         let ordinal = Ordinal::take()?;
         let card = Arc::pin_init(Card::new(ordinal.number(), identity, layout)?, GFP_KERNEL)?;
         let name = CString::try_from_fmt(fmt!("tenstorrent/{}", ordinal.number()))?;
@@ -155,3 +174,7 @@ impl pci::Driver for TenstorrentDriver {
         })
     }
 }
+
+#[cfg(CONFIG_KUNIT)]
+#[path = "../tests/kunit/driver_tests.rs"]
+mod kunit;

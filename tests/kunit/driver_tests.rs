@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite of the PCI binding's decisions, which the test VM's emulated
+//! devices cannot reach: Grayskull's refusal, the window layout of real
+//! Wormhole and Blackhole cards, the PCI domain.
+
+use super::*;
+use crate::tlb::Family;
+
+#[kunit_tests(tenstorrent_driver)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn models_from_ids() {
+        assert_eq!(model(0x1e52, 0xfaca), Model::Grayskull);
+        assert_eq!(model(0x1e52, 0x401e), Model::Wormhole);
+        assert_eq!(model(0x1e52, 0xb140), Model::Blackhole);
+        assert_eq!(model(0x1e52, 0x1234), Model::Other);
+        assert_eq!(model(0x1234, 0x401e), Model::Other);
+    }
+
+    #[test]
+    fn layouts_of_real_and_emulated_cards() {
+        let wormhole = tlb_layout(Model::Wormhole, 0, EMULATE_BLACKHOLE);
+        assert_eq!(wormhole.family, Family::Wormhole);
+        assert_eq!(wormhole.classes().len(), 3);
+        // A full Blackhole card has 32 GiB of BAR4: eight 4 GiB windows.
+        let blackhole = tlb_layout(Model::Blackhole, 32 << 30, EMULATE_WORMHOLE);
+        assert_eq!(blackhole.family, Family::Blackhole);
+        assert_eq!(blackhole.classes()[1].total, 8);
+        let smaller = tlb_layout(Model::Blackhole, 8 << 30, EMULATE_WORMHOLE);
+        assert_eq!(smaller.classes()[1].total, 2);
+        assert_eq!(
+            tlb_layout(Model::Other, 0, EMULATE_BLACKHOLE).family,
+            Family::Blackhole
+        );
+        assert_eq!(
+            tlb_layout(Model::Other, 0, EMULATE_WORMHOLE).family,
+            Family::Wormhole
+        );
+    }
+
+    #[test]
+    fn domain_from_device_name() {
+        assert_eq!(pci_domain(c"0000:00:02.0"), 0);
+        assert_eq!(pci_domain(c"0001:3b:00.0"), 1);
+        assert_eq!(pci_domain(c"abcd:00:00.0"), 0xabcd);
+    }
+}
