@@ -9,8 +9,9 @@
 //!
 //! Waiters sit in one queue per card, in arrival order. Each waiter sleeps on
 //! its own condition variable: a release picks the waiters that can now be
-//! granted, makes them the holders under the card's mutex and wakes exactly
-//! those. A waiter therefore never wakes to find nothing, and waiters of
+//! granted, makes them the holders under the card's mutex and, once the
+//! mutex is released, wakes exactly those ([`wait::Wakeups`]). A waiter
+//! therefore never wakes to find nothing, and waiters of
 //! other locks sleep on. `kernel::sync::CondVar` alone could not do this: it
 //! re-queues a waiter at the tail on every wake-up and `notify_one` wakes
 //! whoever is first in its own queue.
