@@ -328,19 +328,16 @@ impl Arbiter {
         let waiter = self.new_waiter(owner, mask, who)?;
         state.enqueue(waiter.clone())?;
 
-        let result = loop {
-            if let Some(settled) = state.settle(&waiter, false, false) {
-                break settled;
-            }
-            let woken = wait::sleep(&waiter.wake, &mut state, wait);
-            if woken == Woken::Notified {
+        let result = wait::wait_until(&waiter.wake, &mut state, wait, |state, woken| {
+            if woken == Some(Woken::Notified) {
                 state.count_spurious(&waiter);
             }
-            let settled = state.settle(&waiter, woken == Woken::Signal, woken == Woken::Deadline);
-            if let Some(settled) = settled {
-                break settled;
-            }
-        };
+            state.settle(
+                &waiter,
+                woken == Some(Woken::Signal),
+                woken == Some(Woken::Deadline),
+            )
+        });
 
         let waited_ns = u64::try_from(monotonic_ns() - now).unwrap_or(0);
         let result = match result {

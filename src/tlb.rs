@@ -343,17 +343,13 @@ impl TlbPool {
             .push_back(waiter.clone(), GFP_KERNEL)
             .map_err(|_| TlbError::NoMemory)?;
 
-        let result = loop {
-            if let Some(settled) = state.settle(&waiter, false, false) {
-                break settled;
-            }
-            let woken = wait::sleep(&waiter.wake, &mut state, wait);
-            if let Some(settled) =
-                state.settle(&waiter, woken == Woken::Signal, woken == Woken::Deadline)
-            {
-                break settled;
-            }
-        };
+        let result = wait::wait_until(&waiter.wake, &mut state, wait, |state, woken| {
+            state.settle(
+                &waiter,
+                woken == Some(Woken::Signal),
+                woken == Some(Woken::Deadline),
+            )
+        });
         match result {
             Ok(id) if !state.gone => {
                 let mut window = self.layout.window(id).ok_or(TlbError::Gone)?;

@@ -45,6 +45,24 @@ impl Wait {
     }
 }
 
+/// Waits until `settle` says a queued request is done, and returns what
+/// it said. `settle(state, woken)` is asked first with `None`, before any
+/// sleep, then after every wake-up with why the waiter woke ([`sleep`]).
+pub(crate) fn wait_until<T: Unpin, B: Backend, R>(
+    wake: &CondVar,
+    guard: &mut Guard<'_, T, B>,
+    wait: Wait,
+    mut settle: impl FnMut(&mut T, Option<Woken>) -> Option<R>,
+) -> R {
+    let mut woken = None;
+    loop {
+        if let Some(settled) = settle(guard, woken) {
+            return settled;
+        }
+        woken = Some(sleep(wake, guard, wait));
+    }
+}
+
 /// Why a queued request ended without a grant.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Ended {
