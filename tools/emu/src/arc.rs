@@ -9,11 +9,14 @@
 //! |------|-------|------|--------|
 //! | WH | `0x8_1000_0000` + 512 KiB | CSM (ARC `0x1000_0000`) | tt-umd `ARC_CSM_OFFSET_NOC`; luwen `wormhole-axi-noc.bin` `ARC_CSM.DATA[0]` |
 //! | WH | `0x8_2000_0000` + 512 KiB | CSM again | tt-umd's SMBUS reader reads `0x8_2007_8D60` |
-//! | WH | `0x8_8000_0000` + 1 MiB | ARC APB: reset unit at `+0x3_0000`, NIUs at `+0x5_0000`/`+0x5_8000` | tt-umd `ARC_APB_NOC_XBAR_OFFSET_START`, `ARC_RESET_UNIT_OFFSET`, `NIU_CFG_NOC0_BAR_ARC_ADDR` |
-//! | WH | `0xF_FFB2_0000` + 64 KiB | the ARC NIU's registers | tt-umd `noc_reg_base` for `CoreType::ARC` |
+//! | WH | `0x8_8000_0000` + 1 MiB | ARC APB: the reset unit at `+0x3_0000` | tt-umd `ARC_APB_NOC_XBAR_OFFSET_START`, `ARC_RESET_UNIT_OFFSET` |
 //! | BH | `0x1000_0000` + 512 KiB | CSM | tt-kmd 2.10 `blackhole.c` `csm_read32` (NOC to (8, 0)) |
-//! | BH | `0x8000_0000` + 1 MiB | ARC APB: reset unit `+0x3_0000`, NIUs `+0x5_0000`/`+0x5_8000`, MSI catcher `+0xB_0000` | tt-kmd `RESET_SCRATCH(n)`, `ARC_MSI_FIFO`; tt-umd `NIU_CFG_NOC0_ARC_ADDR` |
-//! | BH | `0xFFFF_FFFF_FF00_0000` + 64 KiB | the ARC NIU's registers | tt-umd `noc_reg_base` for `CoreType::ARC` |
+//! | BH | `0x8000_0000` + 1 MiB | ARC APB: reset unit `+0x3_0000`, MSI catcher `+0xB_0000` | tt-kmd `RESET_SCRATCH(n)`, `ARC_MSI_FIFO` |
+//!
+//! The ARC tile's NOC interface units (NIUs) are hardware, not firmware:
+//! they sit in the APB window at `+0x5_0000` / `+0x5_8000` and again at the
+//! tile's NIU base, and [`crate::noc`] answers them before a request gets
+//! here (so they keep answering while the firmware hangs).
 //!
 //! Message interfaces:
 //! - Wormhole scratch mailbox (tt-kmd `wormhole_send_arc_fw_message_with_args`,
@@ -74,15 +77,6 @@ mod apb {
     /// Blackhole boot-time GPIO strap state (zephyr `telemetry.c`
     /// `RESET_UNIT_STRAP_REGISTERS_L_REG_ADDR`; tt-flash reads bit 6).
     pub const BH_STRAP_L: u32 = RESET_UNIT + 0xD20;
-    /// The ARC tile's NIUs, NOC0 and NOC1 (tt-umd `NIU_CFG_NOC0_BAR_ARC_ADDR`
-    /// is APB + 0x5_0000 on Wormhole; `NIU_CFG_NOC0_ARC_ADDR` =
-    /// 0x8005_0100 on Blackhole is NIU_CFG_0 of the same block).
-    pub const NIU0: u32 = 0x5_0000;
-    pub const NIU1: u32 = 0x5_8000;
-    pub const NIU_SIZE: u32 = 0x8000;
-    /// `NIU_CFG_0`, bit 14 = NOC coordinate translation (tt-umd
-    /// `get_noc_translation_enabled`).
-    pub const NIU_CFG_0: u32 = 0x100;
     /// Blackhole MSI catcher: FIFO, flush and status (zephyr msgqueue.c
     /// `MSI_CATCHER_BASE` = APB + 0xB0000).
     pub const BH_MSI_FIFO: u32 = 0xB_0000;
@@ -159,6 +153,10 @@ pub mod msg {
     pub const ASTATE3: u8 = 0xA3;
     pub const ASTATE5: u8 = 0xA5;
     pub const TOGGLE_TENSIX_RESET: u8 = 0xAF;
+    /// Wormhole: retrain the PCIe link to the speed in arg0 (tt-kmd 2.10
+    /// pcie.c `FW_MSG_PCIE_RETRAIN`, sent at probe by
+    /// `wormhole_complete_pcie_init`, which takes exit code 0 as success).
+    pub const PCIE_RETRAIN: u8 = 0xB6;
     pub const CURR_DATE: u8 = 0xB7;
     pub const FW_VERSION: u8 = 0xB9;
     pub const DEASSERT_RISCV_RESET: u8 = 0xBA;
@@ -564,9 +562,6 @@ impl ArcFirmware {
         self.msi_doorbell = false;
         self.msi_overflow = false;
         self.pending_reset = None;
-        let translation = u32::from(self.board().noc_translation) << 14;
-        self.apb.insert(apb::NIU0 + apb::NIU_CFG_0, translation);
-        self.apb.insert(apb::NIU1 + apb::NIU_CFG_0, translation);
         let table = self.telemetry.table_addr();
         let data = self.telemetry.data_addr();
         match self.arch {
@@ -606,9 +601,6 @@ impl ArcFirmware {
     }
 
     fn apb_read(&mut self, off: u32) -> u32 {
-        if let Some(v) = self.niu_node_id_reg(off) {
-            return v;
-        }
         match off {
             apb::REFCLK_LOW => self.refclk() as u32,
             apb::REFCLK_HIGH => (self.refclk() >> 32) as u32,
@@ -629,9 +621,6 @@ impl ArcFirmware {
     }
 
     fn apb_write(&mut self, off: u32, value: u32) {
-        if self.niu_node_id_reg(off).is_some() {
-            return;
-        }
         match off {
             apb::REFCLK_LOW | apb::REFCLK_HIGH => {}
             apb::ARC_MISC_CNTL => {
@@ -660,24 +649,6 @@ impl ArcFirmware {
                 self.apb.insert(off, value);
             }
         }
-    }
-
-    /// The NIU `NOC_NODE_ID` register (Wormhole +0x2C, Blackhole +0x44;
-    /// tt-umd `NOC_NODE_ID_OFFSET`): x in bits 0..5, y in bits 6..11 (tt-kmd
-    /// reads `& 0x3F` for x).
-    fn niu_node_id_reg(&self, off: u32) -> Option<u32> {
-        let node_id = match self.arch {
-            Arch::Wormhole => 0x2C,
-            Arch::Blackhole => 0x44,
-        };
-        let (x, y) = if off == apb::NIU0 + node_id {
-            arc_tile(self.arch)
-        } else if off == apb::NIU1 + node_id {
-            arc_tile_noc1(self.arch)
-        } else {
-            return None;
-        };
-        Some(u32::from(x) | (u32::from(y) << 6))
     }
 
     fn refclk(&self) -> u64 {
@@ -829,6 +800,9 @@ impl ArcFirmware {
                 self.power.asic_state = code - msg::ASTATE0;
                 Reply::ok()
             }
+            // The emulated link is always up at the speed the config space
+            // reports: nothing to retrain, success.
+            msg::PCIE_RETRAIN => Reply::ok(),
             // Accepted without a visible effect here: the PCIe index, the
             // date, the M3 watchdog timeout, ETH/DRAM status, SPI copy,
             // peer-to-peer iATU setup (the PCIe tile is not modelled to that
@@ -1004,45 +978,16 @@ fn decode(arch: Arch, addr: u64) -> Option<Region> {
     let csm = u64::from(CSM_SIZE);
     let apb = 0x10_0000u64;
     let within = |base: u64, len: u64| addr.checked_sub(base).filter(|o| *o < len);
-    let (csm_bases, apb_base, noc_regs): (&[u64], u64, u64) = match arch {
-        Arch::Wormhole => (
-            &[0x8_1000_0000, 0x8_2000_0000],
-            0x8_8000_0000,
-            0xF_FFB2_0000,
-        ),
-        Arch::Blackhole => (&[0x1000_0000], 0x8000_0000, 0xFFFF_FFFF_FF00_0000),
+    let (csm_bases, apb_base): (&[u64], u64) = match arch {
+        Arch::Wormhole => (&[0x8_1000_0000, 0x8_2000_0000], 0x8_8000_0000),
+        Arch::Blackhole => (&[0x1000_0000], 0x8000_0000),
     };
     for base in csm_bases {
         if let Some(o) = within(*base, csm) {
             return Some(Region::Csm(o as u32));
         }
     }
-    if let Some(o) = within(apb_base, apb) {
-        return Some(Region::Apb(o as u32));
-    }
-    // The NIU's registers seen through the NOC are the same registers the
-    // APB shows at NIU0.
-    within(noc_regs, 0x1_0000)
-        .filter(|o| *o < u64::from(apb::NIU_SIZE))
-        .map(|o| Region::Apb(apb::NIU0 + o as u32))
-}
-
-/// The ARC tile's NOC0 coordinates (tt-umd `ARC_CORES_NOC0`).
-pub fn arc_tile(arch: Arch) -> (u8, u8) {
-    match arch {
-        Arch::Wormhole => (0, 10),
-        Arch::Blackhole => (8, 0),
-    }
-}
-
-/// The ARC tile's NOC1 coordinates: NOC1 counts from the opposite corner
-/// (tt-umd `NOC0_X_TO_NOC1_X`; grids 10 x 12 and 17 x 12).
-pub fn arc_tile_noc1(arch: Arch) -> (u8, u8) {
-    let (x, y) = arc_tile(arch);
-    match arch {
-        Arch::Wormhole => (9 - x, 11 - y),
-        Arch::Blackhole => (16 - x, 11 - y),
-    }
+    within(apb_base, apb).map(|o| Region::Apb(o as u32))
 }
 
 /// Where a BAR0 offset reaches the ARC tile, as a NOC address of that tile.
@@ -1480,15 +1425,19 @@ mod tests {
     fn wh_kmd_probe_messages_complete() {
         let mut fw = ArcFirmware::new(WH);
         // wormhole_init_hardware: CURR_DATE, ASTATE0, PCIE_INDEX
-        // (ordinal | 0x80), UPDATE_M3_AUTO_RESET_TIMEOUT.
+        // (ordinal | 0x80), PCIE_RETRAIN, UPDATE_M3_AUTO_RESET_TIMEOUT.
         assert_eq!(kmd_wh_send(&mut fw, 0xB7, 0x0C1E, 0x530E), Ok(0));
         assert_eq!(kmd_wh_send(&mut fw, 0xA0, 0, 0), Ok(0));
         assert_eq!(kmd_wh_send(&mut fw, 0x51, 0x80, 0), Ok(0));
+        // wormhole_complete_pcie_init: FW_MSG_PCIE_RETRAIN with the root
+        // port's target link speed and subsystem vendor id; exit code 0 is
+        // "pcie init passed".
+        assert_eq!(kmd_wh_send(&mut fw, 0xB6, 4, 0x1B36), Ok(0));
         assert_eq!(kmd_wh_send(&mut fw, 0xBC, 10, 0), Ok(0));
         // wormhole_reset's responsiveness check.
         assert_eq!(kmd_wh_send(&mut fw, 0x11, 0, 0), Ok(0));
         let codes: Vec<u8> = fw.messages().iter().map(|m| m.code).collect();
-        assert_eq!(codes, [0xB7, 0xA0, 0x51, 0xBC, 0x11]);
+        assert_eq!(codes, [0xB7, 0xA0, 0x51, 0xB6, 0xBC, 0x11]);
         let date = &fw.messages()[0];
         assert_eq!(date.channel, Channel::Scratch { mailbox: 5 });
         assert_eq!(date.args(), (0x0C1E, 0x530E));
@@ -2071,15 +2020,9 @@ mod tests {
         let mut bh = ArcFirmware::new(BH);
         assert_eq!(bh.read32(0x2000_0000), None);
         assert_eq!(bh.read32(0x8010_0000), None);
-        // NIU node id through the NOC and through the APB (x | y << 6).
-        assert_eq!(wh.read32(0xF_FFB2_002C).map(|v| v & 0xFFF), Some(10 << 6));
-        assert_eq!(bh.read32(0x8005_0044).map(|v| v & 0xFFF), Some(8));
-        assert_eq!(
-            bh.read32(0x8005_8044).map(|v| v & 0xFFF),
-            Some(8 | (11 << 6))
-        );
-        // Translation off (tt-umd reads NIU_CFG_0 bit 14).
-        assert_eq!(wh.read32(0x8_8005_0100).unwrap() & (1 << 14), 0);
+        // The NIU's own base is the NOC model's, not the firmware's.
+        assert_eq!(wh.read32(0xF_FFB2_002C), None);
+        assert_eq!(bh.read32(0xFFFF_FFFF_FF00_0044), None);
     }
 
     #[test]

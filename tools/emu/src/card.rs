@@ -5,10 +5,11 @@
 //! - **BAR0** (512 MiB). 0 to 0x1F000000: the 186 TLB windows. From
 //!   0x1F000000: the chip's system registers, at BAR0 offset = AXI address:
 //!   the TLB config registers at 0x1FC00000, the PCIe tile's NOC2AXI block
-//!   at 0x1FD00000 (its NIUs at 0x1FD02000 and 0x1FD0A000, tt-kmd
-//!   `NOC2AXI_START`, `NIU_NOC1_OFFSET`), ARC's CSM at 0x1FE80000 and APB
-//!   peripherals (reset unit, scratch registers, ARC's NIUs) from 0x1FF00000
-//!   (tt-umd `ARC_CSM_BAR0_XBAR_OFFSET_START`, `ARC_APB_BAR0_XBAR_OFFSET_START`),
+//!   at 0x1FD00000 (its NOC0 NIU at 0x1FD02000, tt-kmd wormhole.c
+//!   `NOC2AXI_START` as a BAR0 offset; NOC1's 0x8000 after it,
+//!   `NIU_NOC1_OFFSET`), ARC's CSM at 0x1FE80000 and APB peripherals (reset
+//!   unit, scratch registers, ARC's NIUs) from 0x1FF00000 (tt-umd
+//!   `ARC_CSM_BAR0_XBAR_OFFSET_START`, `ARC_APB_BAR0_XBAR_OFFSET_START`),
 //!   which [`crate::arc::bar0_to_arc`] places in the ARC tile.
 //! - **BAR2** (1 MiB): the PCIe controller: its DMA engine's registers from
 //!   0 (tt-umd `WormholeDmaTransfer`) and the iATU at 0x1200 (tt-kmd
@@ -39,9 +40,12 @@
 //! firmware. A secondary bus reset or FLR keeps tile memory (Tensix and
 //! Ethernet L1, DRAM): resets do not clear SRAM or DRAM, though nothing
 //! promises their contents. A cold reset (power on) starts from zeros; so
-//! does the chip reset ARC firmware carries out for TRIGGER_RESET (tt-kmd
+//! do the chip resets the firmware carries out: TRIGGER_RESET (tt-kmd
 //! `wormhole_reset`, `blackhole_reset`), which the card performs at the
-//! first access after the firmware's delay.
+//! first access after the firmware's delay, and Blackhole's interface-timer
+//! reset request ([`crate::config_space::ConfigEvent::ChipResetRequest`]).
+//! Injected faults (vanished, ARC hung, reply delay) are the emulator's, not
+//! the chip's: they survive every reset.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -64,9 +68,26 @@ pub enum ResetKind {
     FunctionLevel,
 }
 
-/// The PCIe tile's NOC2AXI block in BAR0, and where its two NIUs are in it.
-const NOC2AXI_START: u64 = 0x1FD0_0000;
-const NOC2AXI_END: u64 = 0x1FE0_0000;
+/// Resets the card has gone through, by kind (the control socket's
+/// `resets`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResetCounts {
+    /// Chip resets: the ones ARC carries out for TRIGGER_RESET, and those
+    /// Blackhole's interface timer requests (tt-kmd's CONFIG_WRITE and
+    /// ASIC_RESET).
+    pub cold: u64,
+    /// vfio-user reset messages: secondary bus resets, and one at every
+    /// machine start.
+    pub secondary_bus: u64,
+    /// FLRs started through PCIe DevCtl.
+    pub function_level: u64,
+}
+
+/// The PCIe tile's NOC2AXI configuration block in BAR0, 1 MiB (tt-kmd
+/// blackhole.c `NOC2AXI_CFG_START`, `NOC2AXI_CFG_LEN`; Wormhole's NIUs fall
+/// in the same range). [`noc2axi_niu`] says where its two NIUs are.
+const NOC2AXI_CFG_START: u64 = 0x1FD0_0000;
+const NOC2AXI_CFG_END: u64 = NOC2AXI_CFG_START + 0x10_0000;
 
 fn noc2axi_niu(arch: Arch) -> [(u64, u64, NocId); 2] {
     match arch {
@@ -194,6 +215,7 @@ pub struct Card {
     plain: SparseMemory,
     vanished: bool,
     bar_sizes: [u64; 6],
+    resets: ResetCounts,
 }
 
 impl Card {
@@ -205,6 +227,7 @@ impl Card {
             plain: SparseMemory::new(bar_size(arch, 0)),
             vanished: false,
             bar_sizes: std::array::from_fn(|bar| bar_size(arch, bar)),
+            resets: ResetCounts::default(),
         }
     }
 
@@ -270,6 +293,12 @@ impl Card {
 
     /// Resets the card (see the module documentation for what survives).
     pub fn reset(&mut self, kind: ResetKind) {
+        let count = match kind {
+            ResetKind::Cold => &mut self.resets.cold,
+            ResetKind::SecondaryBus => &mut self.resets.secondary_bus,
+            ResetKind::FunctionLevel => &mut self.resets.function_level,
+        };
+        *count += 1;
         self.tlb.reset();
         self.plain.clear();
         self.noc.reset_registers();
@@ -278,12 +307,19 @@ impl Card {
         }
     }
 
+    /// How many resets of each kind the card has gone through.
+    pub fn resets(&self) -> ResetCounts {
+        self.resets
+    }
+
     /// Carries out a chip reset the ARC firmware started (TRIGGER_RESET,
-    /// see [`crate::arc::ResetRequest`]) once it is due; checked on every
-    /// access instead of by a timer. The whole chip restarts, PCIe
-    /// controller included: a [`ResetKind::Cold`] reset, and the config
-    /// space's fundamental reset if one is connected.
-    fn carry_out_firmware_reset(&mut self) {
+    /// see [`crate::arc::ResetRequest`]) once it is due. There is no timer
+    /// thread: every BAR, config and control access checks first, so
+    /// nothing the host can observe comes before the reset. The whole chip
+    /// restarts, PCIe controller included: a [`ResetKind::Cold`] reset, and
+    /// the config space's fundamental reset if one is connected. The
+    /// caller must not hold the config space's lock.
+    pub fn carry_out_firmware_reset(&mut self) {
         let Some(request) = self.noc.arc().pending_reset() else {
             return;
         };
@@ -377,8 +413,8 @@ impl Card {
                 TLB_CONFIG_BASE + TLB_CONFIG_LEN - offset,
             );
         }
-        if (NOC2AXI_START..NOC2AXI_END).contains(&offset) {
-            let mut next = NOC2AXI_END;
+        if (NOC2AXI_CFG_START..NOC2AXI_CFG_END).contains(&offset) {
+            let mut next = NOC2AXI_CFG_END;
             for (base, len, block) in noc2axi_niu(self.arch) {
                 if (base..base + len).contains(&offset) {
                     let route = Route::Niu {
@@ -462,7 +498,10 @@ impl Card {
 
     /// Starts the DMA transfer whose doorbell a BAR2 write rang. The
     /// transfer is done when the write returns: the guest sees it complete
-    /// on its first poll.
+    /// on its first poll. It runs on the serving loop, which must answer
+    /// QEMU within its 5 s timeout: fine for what tt-umd moves (at most one
+    /// TLB window per transfer, `PcieProtocol::dma_transfer`), not for a
+    /// transfer size register of gigabytes.
     fn dma_doorbells(&mut self, offset: u64, len: u64) {
         let rang = |reg: u64| offset <= reg && reg < offset + len;
         match self.arch {

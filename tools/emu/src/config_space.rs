@@ -44,14 +44,17 @@ pub const MSI_CAP: usize = 0x50;
 pub const PCIE_CAP: usize = 0x70;
 /// Offset of the Advanced Error Reporting extended capability.
 pub const AER_CAP: usize = 0x100;
-/// INTERFACE_TIMER_CONTROL, a vendor register of the card's PCIe controller
-/// (tt-kmd 2.10 pcie.c, `pcie_timer_interrupt`).
-pub const INTERFACE_TIMER_CONTROL: usize = 0x930;
-/// INTERFACE_TIMER_TARGET (tt-kmd 2.10 pcie.c).
-pub const INTERFACE_TIMER_TARGET: usize = 0x934;
-/// INTERFACE_TIMER_CONTROL bit 0: timer enable (tt-kmd 2.10 pcie.c).
+/// Config-space offset of the interface timer's control register, a vendor
+/// register of the card's PCIe controller (tt-kmd 2.10 pcie.c
+/// `INTERFACE_TIMER_CONTROL_OFF`, written by `pcie_timer_interrupt`).
+pub const INTERFACE_TIMER_CONTROL_OFF: usize = 0x930;
+/// Config-space offset of the interface timer's target (tt-kmd 2.10 pcie.c
+/// `INTERFACE_TIMER_TARGET_OFF`; tt-kmd writes 1 there first).
+pub const INTERFACE_TIMER_TARGET_OFF: usize = 0x934;
+/// Interface timer control bit 0: timer enable (tt-kmd 2.10 pcie.c).
 pub const INTERFACE_TIMER_EN: u32 = 0x1;
-/// INTERFACE_TIMER_CONTROL bit 4: force the timer interrupt pending.
+/// Interface timer control bit 4: force the timer interrupt pending (tt-kmd
+/// 2.10 pcie.c).
 pub const INTERFACE_FORCE_PENDING: u32 = 0x10;
 
 /// Type 0 header registers (PCI Local Bus 3.0, 6.1).
@@ -539,13 +542,8 @@ fn build(arch: Arch) -> Builder {
 
     // The interface timer registers hold what is written (tt-kmd writes
     // them whole dwords).
-    b.reg(INTERFACE_TIMER_CONTROL, 4, 0, 0xffff_ffff, 0).reg(
-        INTERFACE_TIMER_TARGET,
-        4,
-        0,
-        0xffff_ffff,
-        0,
-    );
+    b.reg(INTERFACE_TIMER_CONTROL_OFF, 4, 0, 0xffff_ffff, 0)
+        .reg(INTERFACE_TIMER_TARGET_OFF, 4, 0, 0xffff_ffff, 0);
     b
 }
 
@@ -596,8 +594,11 @@ impl ConfigSpace {
         u32::from_le_bytes(b)
     }
 
-    /// Whether Bus Master Enable is set: the card may only reach host
-    /// memory then.
+    /// Whether Bus Master Enable is set. A real function may reach host
+    /// memory only then; this model does not enforce it (the DMA engines,
+    /// the PCIe tile and the control socket's `dma-read`/`dma-write` reach
+    /// host memory regardless), and reports it in the control socket's
+    /// `status`.
     pub fn bus_master_enabled(&self) -> bool {
         self.read_u16(hdr::COMMAND) & hdr::COMMAND_MASTER != 0
     }
@@ -641,10 +642,11 @@ impl ConfigSpace {
         }
 
         if self.arch == Arch::Blackhole
-            && (start..end)
-                .any(|o| (INTERFACE_TIMER_CONTROL..INTERFACE_TIMER_CONTROL + 4).contains(&o))
+            && (start..end).any(|o| {
+                (INTERFACE_TIMER_CONTROL_OFF..INTERFACE_TIMER_CONTROL_OFF + 4).contains(&o)
+            })
         {
-            let ctl = self.read_u32(INTERFACE_TIMER_CONTROL);
+            let ctl = self.read_u32(INTERFACE_TIMER_CONTROL_OFF);
             let fire = INTERFACE_TIMER_EN | INTERFACE_FORCE_PENDING;
             if ctl & fire == fire {
                 return ConfigEvent::ChipResetRequest;

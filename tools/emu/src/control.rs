@@ -42,8 +42,10 @@ pub enum Command {
     /// Reads return all ones, writes are dropped (config space too).
     Vanish,
     Reappear,
-    /// The emulator exits: QEMU sees a broken pipe, the card is gone.
-    Exit,
+    /// The emulator exits with this status: QEMU sees a broken pipe, the
+    /// card is gone. 0 is a removal a test asked for; anything else stands
+    /// for an emulator that crashed, which the VM harness must report.
+    Exit(u8),
     /// The ARC firmware stops answering.
     ArcHang,
     ArcResume,
@@ -79,7 +81,7 @@ pub enum Command {
     Resets,
 }
 
-const HELP: &str = "commands: ping | help | status | vanish | reappear | exit | \
+const HELP: &str = "commands: ping | help | status | vanish | reappear | exit [STATUS] | \
 arc-hang | arc-resume | delay MS | aer correctable|nonfatal|fatal | \
 noc-read X Y ADDR LEN | noc-write X Y ADDR HEX | dma-read IOVA LEN | \
 dma-write IOVA HEX | msi | unplug | resets (numbers decimal or 0x-hex)";
@@ -162,7 +164,12 @@ pub fn parse(line: &str) -> Result<Option<Command>, String> {
         "status" => want(0, "status").map(|_| Command::Status)?,
         "vanish" => want(0, "vanish").map(|_| Command::Vanish)?,
         "reappear" => want(0, "reappear").map(|_| Command::Reappear)?,
-        "exit" => want(0, "exit").map(|_| Command::Exit)?,
+        "exit" if args.is_empty() => Command::Exit(0),
+        "exit" => {
+            want(1, "exit [STATUS]")?;
+            let status = number(args[0], "exit")?;
+            Command::Exit(u8::try_from(status).map_err(|_| "exit: STATUS is 0-255".to_string())?)
+        }
         "arc-hang" => want(0, "arc-hang").map(|_| Command::ArcHang)?,
         "arc-resume" => want(0, "arc-resume").map(|_| Command::ArcResume)?,
         "msi" => want(0, "msi").map(|_| Command::Msi)?,
@@ -229,8 +236,8 @@ pub fn parse(line: &str) -> Result<Option<Command>, String> {
 pub enum Outcome {
     /// Send this line.
     Reply(String),
-    /// Send this line, then end the emulator.
-    ReplyThenExit(String),
+    /// Send this line, then end the emulator with this status.
+    ReplyThenExit(String, u8),
 }
 
 fn yes_no(b: bool) -> &'static str {
@@ -243,6 +250,8 @@ fn yes_no(b: bool) -> &'static str {
 
 /// Carries out a command on the card.
 pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
+    // What a command shows comes after any reset the firmware made due.
+    shared.catch_up();
     let ok = |s: String| Outcome::Reply(format!("ok {s}").trim_end().to_string());
     match cmd {
         Command::Ping => ok("pong".into()),
@@ -275,7 +284,7 @@ pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
             shared.set_vanished(false);
             ok("present".into())
         }
-        Command::Exit => Outcome::ReplyThenExit("ok exiting".into()),
+        Command::Exit(status) => Outcome::ReplyThenExit("ok exiting".into(), status),
         Command::ArcHang | Command::ArcResume => {
             let responding = cmd == Command::ArcResume;
             // Our own record gates the resets the firmware carries out
@@ -338,12 +347,10 @@ pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
             }
         }
         Command::Resets => {
-            let r = &shared.resets;
+            let r = lock(&shared.card).resets();
             ok(format!(
                 "cold={} secondary-bus={} function-level={}",
-                r.cold.load(Ordering::SeqCst),
-                r.secondary_bus.load(Ordering::SeqCst),
-                r.function_level.load(Ordering::SeqCst),
+                r.cold, r.secondary_bus, r.function_level,
             ))
         }
     }
@@ -380,7 +387,7 @@ pub fn remove_stale_socket(path: &Path) -> io::Result<()> {
 
 /// What to do when a client asks the emulator to exit; it should not
 /// return.
-pub type ExitHook = Arc<dyn Fn() + Send + Sync>;
+pub type ExitHook = Arc<dyn Fn(u8) + Send + Sync>;
 
 fn serve_connection(stream: UnixStream, shared: Arc<Shared>, on_exit: ExitHook) {
     let Ok(writer) = stream.try_clone() else {
@@ -410,13 +417,13 @@ fn serve_connection(stream: UnixStream, shared: Arc<Shared>, on_exit: ExitHook) 
         };
         let Some(outcome) = outcome else { continue };
         let (reply, exit) = match outcome {
-            Outcome::Reply(r) => (r, false),
-            Outcome::ReplyThenExit(r) => (r, true),
+            Outcome::Reply(r) => (r, None),
+            Outcome::ReplyThenExit(r, status) => (r, Some(status)),
         };
         let sent = writer.write_all(format!("{reply}\n").as_bytes()).is_ok();
-        if exit {
+        if let Some(status) = exit {
             let _ = writer.flush();
-            on_exit();
+            on_exit(status);
             return;
         }
         if !sent {
@@ -478,7 +485,9 @@ mod tests {
         assert_eq!(p("  ping  "), Command::Ping);
         assert_eq!(p("vanish"), Command::Vanish);
         assert_eq!(p("reappear"), Command::Reappear);
-        assert_eq!(p("exit"), Command::Exit);
+        assert_eq!(p("exit"), Command::Exit(0));
+        assert_eq!(p("exit 70"), Command::Exit(70));
+        assert!(parse("exit 256").is_err());
         assert_eq!(p("arc-hang"), Command::ArcHang);
         assert_eq!(p("arc-resume"), Command::ArcResume);
         assert_eq!(p("resets"), Command::Resets);
@@ -621,7 +630,7 @@ mod tests {
         assert!(reply("msi", &shared).starts_with("err"), "MSI not enabled");
         assert_eq!(
             handle_line("exit", &shared),
-            Some(Outcome::ReplyThenExit("ok exiting".into()))
+            Some(Outcome::ReplyThenExit("ok exiting".into(), 0))
         );
         assert_eq!(handle_line("ok pong", &shared), None);
     }

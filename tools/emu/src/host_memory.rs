@@ -177,15 +177,7 @@ impl HostMemory {
         // The mapping keeps the file's memory alive; the fd can go.
         drop(file);
         let mmap = std::sync::Arc::new(Mmap { base, len });
-        self.insert(
-            iova,
-            Mapping {
-                size,
-                readable,
-                writable,
-                backing: Some((mmap, skip as usize)),
-            },
-        );
+        self.insert(iova, size, readable, writable, Some((mmap, skip as usize)));
         Ok(())
     }
 
@@ -195,20 +187,26 @@ impl HostMemory {
         if size == 0 || iova.checked_add(size).is_none() {
             return;
         }
-        self.insert(
-            iova,
-            Mapping {
-                size,
-                readable,
-                writable,
-                backing: None,
-            },
-        );
+        self.insert(iova, size, readable, writable, None);
     }
 
-    fn insert(&self, iova: u64, mapping: Mapping) {
+    /// Records a mapping, replacing whatever it overlaps.
+    fn insert(
+        &self,
+        iova: u64,
+        size: u64,
+        readable: bool,
+        writable: bool,
+        backing: Option<(std::sync::Arc<Mmap>, usize)>,
+    ) {
         let mut maps = self.maps.write().unwrap_or_else(|e| e.into_inner());
-        Self::remove_range(&mut maps, iova, mapping.size);
+        Self::remove_range(&mut maps, iova, size);
+        let mapping = Mapping {
+            size,
+            readable,
+            writable,
+            backing,
+        };
         maps.insert(iova, mapping);
     }
 
@@ -259,7 +257,7 @@ impl HostMemory {
     /// for each piece; an IOVA no mapping covers ends the walk with
     /// [`DmaError::Unmapped`].
     fn walk(
-        &self,
+        maps: &BTreeMap<u64, Mapping>,
         iova: u64,
         len: usize,
         mut f: impl FnMut(&Mapping, u64, u64, usize, usize) -> Result<(), DmaError>,
@@ -270,7 +268,6 @@ impl HostMemory {
         if iova.checked_add(len as u64 - 1).is_none() {
             return Err(DmaError::Overflow(iova));
         }
-        let maps = self.maps.read().unwrap_or_else(|e| e.into_inner());
         let mut done = 0usize;
         while done < len {
             let at = iova + done as u64;
@@ -288,33 +285,43 @@ impl HostMemory {
         Ok(())
     }
 
+    /// A device access of `len` bytes at `iova` (`write`: the device
+    /// writes). The whole range is checked first, so a refused access
+    /// changes nothing; then `copy(host pointer, offset into the caller's
+    /// buffer, length)` runs for each piece. One read lock covers both, so
+    /// no unmap can come between them.
+    fn access(
+        &self,
+        iova: u64,
+        len: usize,
+        write: bool,
+        mut copy: impl FnMut(*mut u8, usize, usize),
+    ) -> Result<(), DmaError> {
+        let maps = self.maps.read().unwrap_or_else(|e| e.into_inner());
+        Self::walk(&maps, iova, len, |m, at, _, _, _| check(m, at, write))?;
+        Self::walk(&maps, iova, len, |m, at, into, done, n| {
+            copy(pointer(m, at, into)?, done, n);
+            Ok(())
+        })
+    }
+
     /// Reads host memory at `iova` into `buf`, as a device read would.
     pub fn read(&self, iova: u64, buf: &mut [u8]) -> Result<(), DmaError> {
-        // Check the whole range first so a failed read leaves `buf` alone.
-        self.walk(iova, buf.len(), |m, at, _, _, _| check(m, at, false))?;
-        let len = buf.len();
-        self.walk(iova, len, |m, at, into, done, n| {
-            check(m, at, false)?;
-            let ptr = pointer(m, at, into)?;
+        self.access(iova, buf.len(), false, |ptr, done, n| {
             // SAFETY: `ptr..ptr + n` lies inside a live readable mapping
             // (held by the read lock); `buf[done..done + n]` is ours. The
             // guest may write the same memory concurrently, as it may race
             // a real device: we copy whatever bytes are there.
             unsafe { std::ptr::copy_nonoverlapping(ptr, buf[done..].as_mut_ptr(), n) };
-            Ok(())
         })
     }
 
     /// Writes `buf` to host memory at `iova`, as a device write would.
     pub fn write(&self, iova: u64, buf: &[u8]) -> Result<(), DmaError> {
-        self.walk(iova, buf.len(), |m, at, _, _, _| check(m, at, true))?;
-        self.walk(iova, buf.len(), |m, at, into, done, n| {
-            check(m, at, true)?;
-            let ptr = pointer(m, at, into)?;
+        self.access(iova, buf.len(), true, |ptr, done, n| {
             // SAFETY: `ptr..ptr + n` lies inside a live writable mapping
             // (held by the read lock, mapped PROT_WRITE since `writable`).
             unsafe { std::ptr::copy_nonoverlapping(buf[done..].as_ptr(), ptr, n) };
-            Ok(())
         })
     }
 }

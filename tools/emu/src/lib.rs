@@ -7,10 +7,14 @@
 //!   [`server`] (the vfio-user protocol: regions, interrupts, resets,
 //!   guest memory), [`host_memory`] (the guest memory QEMU shares, which the
 //!   card reaches through its PCIe tile), [`control`] (faults on request);
-//! - the chip behind the BARs: [`card`] (what each BAR offset is),
-//!   [`tlb`] (the TLB window registers of each arch and their decoding),
-//!   [`noc`] (the grid of tiles and their sparse memory), [`arc`] (the ARC
-//!   firmware's message interface) and [`telemetry`] (the table it keeps).
+//! - the chip behind the BARs: [`card`] (what each BAR offset is, the DMA
+//!   engines, resets), [`tlb`] (the TLB window registers of each arch and
+//!   their decoding), [`noc`] (the grid of tiles, their sparse memory and
+//!   NIUs, the PCIe controller's iATU and DBI), [`arc`] (the ARC firmware:
+//!   boot state, message interfaces, chip resets it starts) and
+//!   [`telemetry`] (the tables it publishes and the default boards).
+//!
+//! README.md says what is modelled, what is not, and the control protocol.
 
 pub mod arc;
 pub mod card;

@@ -6,9 +6,10 @@
 //! ```
 //!
 //! Prints one line on stderr once QEMU can connect, and one line saying why
-//! it exited: QEMU disconnected (status 0), exit asked on the control
-//! socket (status 0), or an error (status 1, with the reason). The harness
-//! matches on the `tt-emu[ARCH]:` prefix.
+//! it exited: QEMU disconnected (status 0), `exit [STATUS]` asked on the
+//! control socket (that status, 0 by default), or an error (status 1, with
+//! the reason); 2 for a bad command line. The harness matches on the
+//! `tt-emu[ARCH]:` prefix.
 //!
 //! `TT_EMU_LOG=error|warn|info|debug` sets how much of the vfio-user
 //! crate's and our own log reaches stderr (default `warn`).
@@ -111,12 +112,18 @@ fn run(args: Args, prefix: &str) -> Result<(), String> {
             let socket = args.socket.clone();
             let control_path = path.clone();
             let prefix = prefix.to_string();
-            let on_exit: tt_emu::control::ExitHook = Arc::new(move || {
-                eprintln!("{prefix}: exiting: asked to on the control socket (the card is gone)");
+            let on_exit: tt_emu::control::ExitHook = Arc::new(move |status| {
+                if status == 0 {
+                    eprintln!(
+                        "{prefix}: exiting: asked to on the control socket (the card is gone)"
+                    );
+                } else {
+                    eprintln!("{prefix}: exiting with status {status}, as a crashed emulator would: asked to on the control socket");
+                }
                 // process::exit skips destructors: remove the sockets here.
                 let _ = std::fs::remove_file(&socket);
                 let _ = std::fs::remove_file(&control_path);
-                std::process::exit(0);
+                std::process::exit(i32::from(status));
             });
             Some(
                 ControlSocket::start(path, shared.clone(), on_exit)

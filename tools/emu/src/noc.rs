@@ -601,8 +601,10 @@ pub const WH_BAR4_SOC_TARGET: u64 = 0x1E00_0000;
 /// space, DBI accesses there read and write it (so tt-kmd's restore of MPS
 /// through the DBI lands in Device Control, as on the chip); without it
 /// they use a register file of their own, Device Control at its reset
-/// value. DBI writes are not config TLPs: what a config write would set off
-/// (an FLR) is not acted upon.
+/// value. DBI writes are not config TLPs and set nothing off in the card:
+/// an Initiate FLR bit written through the DBI resets the config space's
+/// registers ([`ConfigSpace::write`] does that) but not the chip. tt-kmd
+/// never writes that bit there: it writes back the DevCtl value it read.
 pub struct PcieController {
     arch: Arch,
     bar2: SparseMemory,
@@ -1081,6 +1083,9 @@ impl Noc {
         access: Access,
     ) {
         let arch = self.arch;
+        // NIU_CFG_0 out of reset holds what the firmware set at boot: its
+        // translation bit agrees with the board's NOC_TRANSLATION tag.
+        let cfg_0_at_boot = u32::from(self.arc.board().noc_translation) << 14;
         let niu = &mut self.niu;
         let _ = word_access(offset, access, |word_offset, write| {
             let Ok(word_offset) = u32::try_from(word_offset) else {
@@ -1106,9 +1111,14 @@ impl Noc {
                     niu.insert(key, value);
                     Ok(0)
                 }
-                // NIU_CFG_0 included: bit 14 (translation) reads 0 until
-                // someone sets it.
-                None => Ok(niu.get(&key).copied().unwrap_or(0)),
+                None => Ok(niu
+                    .get(&key)
+                    .copied()
+                    .unwrap_or(if word_offset == NIU_CFG_0 {
+                        cfg_0_at_boot
+                    } else {
+                        0
+                    })),
             }
         });
     }
@@ -1678,6 +1688,16 @@ mod tests {
             read32(&mut n, NocId::Noc0, 0, 10, 0xF_FFB2_002C) & 0xFFF,
             10 << 6
         );
+        // Translation off in the ARC NIU's NIU_CFG_0, which tt-umd reads
+        // through the APB (BAR0 0x1FF50100).
+        n.arc_local_read(0x8_8005_0100, &mut b).unwrap();
+        assert_eq!(u16::from_le_bytes(b) & (1 << 14), 0);
+        // Blackhole, from the chip's own AXI side: the NOC1 block gives the
+        // NOC1 coordinates, (16 - 8, 11 - 0).
+        let mut n = noc(Arch::Blackhole);
+        let mut b = [0; 4];
+        n.arc_local_read(0x8005_8044, &mut b).unwrap();
+        assert_eq!(u32::from_le_bytes(b) & 0xFFF, 8 | (11 << 6));
     }
 
     #[test]

@@ -2,10 +2,20 @@
 //! The vfio-user side of the card: what QEMU's `vfio-user-pci` talks to.
 //!
 //! One blocking loop (the `vfio_user` crate's `Server::run`) serves the
-//! connection. Every reply must leave within QEMU's `x-msg-timeout`
-//! (5 s by default): a late reply makes QEMU return all ones and then
-//! breaks the connection for good. So handlers only take short locks; slow
-//! work belongs to the card's own threads.
+//! connection: config space and BAR accesses, DMA map and unmap messages,
+//! interrupt setup and the reset message. Every reply must leave within
+//! QEMU's `x-msg-timeout` (5 s by default): a late reply makes QEMU return
+//! all ones and then breaks the connection for good. So nothing on this
+//! loop waits: the ARC firmware and the DMA engines finish their work
+//! inside the register write that starts it, a reset the firmware
+//! schedules is carried out by the next access that finds it due (no timer
+//! thread), and the only sleep is the `delay` fault, which the control
+//! socket keeps below 4 s. Locks are held for one access; the control
+//! socket's threads take the same locks for as short.
+//!
+//! Lock order: the card's lock may be held while the config space's is
+//! taken (the PCIe tile's DBI is the config space), never the other way
+//! round.
 //!
 //! State the control socket also touches lives in [`Shared`].
 
@@ -13,7 +23,7 @@ use std::fs::File;
 use std::io::Write;
 use std::mem::size_of;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -104,67 +114,6 @@ impl Interrupts {
             Some(Some(_))
         )
     }
-
-    fn set(
-        &self,
-        index: u32,
-        flags: u32,
-        start: u32,
-        count: u32,
-        fds: Vec<File>,
-    ) -> std::io::Result<()> {
-        let invalid =
-            |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string());
-        let Some(&declared) = IRQ_COUNTS.get(index as usize) else {
-            return Err(invalid("no such IRQ index"));
-        };
-        // Masking only matters for level-triggered INTx, which the card
-        // does not have.
-        if flags & VFIO_IRQ_SET_ACTION_TYPE_MASK != VFIO_IRQ_SET_ACTION_TRIGGER {
-            return Ok(());
-        }
-        let data = flags & VFIO_IRQ_SET_DATA_TYPE_MASK;
-        if data == VFIO_IRQ_SET_DATA_NONE && count == 0 {
-            // Tear down every vector of the index.
-            for fd in lock(&self.fds)[index as usize].iter_mut() {
-                *fd = None;
-            }
-            return Ok(());
-        }
-        let end = start
-            .checked_add(count)
-            .filter(|&e| e <= declared)
-            .ok_or_else(|| invalid("vector range beyond the declared count"))?;
-        match data {
-            VFIO_IRQ_SET_DATA_NONE => {
-                // Loopback: fire the vectors now.
-                for v in start..end {
-                    self.trigger(index, v);
-                }
-            }
-            VFIO_IRQ_SET_DATA_EVENTFD => {
-                let mut table = lock(&self.fds);
-                let mut fds = fds.into_iter();
-                for v in start..end {
-                    table[index as usize][v as usize] = fds.next();
-                }
-            }
-            _ => return Err(invalid("unsupported set_irqs data type")),
-        }
-        Ok(())
-    }
-}
-
-/// Resets the card has gone through, by kind.
-#[derive(Default)]
-pub struct ResetCounts {
-    /// Chip resets (Blackhole's interface-timer reset request).
-    pub cold: AtomicU64,
-    /// vfio-user reset messages: secondary bus resets, and one at every
-    /// machine start.
-    pub secondary_bus: AtomicU64,
-    /// FLRs started through PCIe DevCtl.
-    pub function_level: AtomicU64,
 }
 
 /// State shared by the serving loop, the control socket and the card.
@@ -184,7 +133,6 @@ pub struct Shared {
     /// Whether the ARC firmware answers; the emulator's own record, used
     /// for the resets the firmware carries out.
     pub arc_responding: AtomicBool,
-    pub resets: ResetCounts,
 }
 
 impl Shared {
@@ -205,7 +153,6 @@ impl Shared {
             vanished: AtomicBool::new(false),
             delay_ms: AtomicU32::new(0),
             arc_responding: AtomicBool::new(true),
-            resets: ResetCounts::default(),
         })
     }
 
@@ -215,9 +162,16 @@ impl Shared {
         lock(&self.card).set_vanished(vanished);
     }
 
+    /// Carries out a chip reset the ARC firmware has made due, before
+    /// anything looks at the card (see [`Card::carry_out_firmware_reset`]):
+    /// tt-kmd checks its reset marker with a config read, which must see
+    /// the reset the chip did on its own.
+    pub fn catch_up(&self) {
+        lock(&self.card).carry_out_firmware_reset();
+    }
+
     /// The vfio-user reset message: a conventional reset of the function.
     pub fn secondary_bus_reset(&self) {
-        self.resets.secondary_bus.fetch_add(1, Ordering::SeqCst);
         lock(&self.config).reset();
         lock(&self.card).reset(ResetKind::SecondaryBus);
     }
@@ -228,13 +182,11 @@ impl Shared {
         let event = lock(&self.config).write(offset, data);
         match event {
             ConfigEvent::FunctionLevelReset => {
-                self.resets.function_level.fetch_add(1, Ordering::SeqCst);
                 lock(&self.card).reset(ResetKind::FunctionLevel);
             }
             ConfigEvent::ChipResetRequest => {
                 // The firmware carries this reset out; a hung ARC cannot.
                 if self.arc_responding.load(Ordering::SeqCst) {
-                    self.resets.cold.fetch_add(1, Ordering::SeqCst);
                     lock(&self.card).reset(ResetKind::Cold);
                     lock(&self.config).fundamental_reset();
                 }
@@ -277,7 +229,7 @@ pub fn regions(arch: Arch) -> Vec<ServerRegion> {
         .collect()
 }
 
-/// The vfio-user IRQ table (see [`IRQ_COUNTS`]).
+/// The vfio-user IRQ table: the vector counts of `IRQ_COUNTS`.
 pub fn irqs() -> Vec<IrqInfo> {
     (0..VFIO_PCI_NUM_IRQS)
         .map(|index| {
@@ -351,6 +303,7 @@ impl ServerBackend for Backend {
     fn region_read(&mut self, region: u32, offset: u64, data: &mut [u8]) -> std::io::Result<()> {
         if region == VFIO_PCI_CONFIG_REGION_INDEX {
             Self::config_range(offset, data.len())?;
+            self.shared.catch_up();
             if self.shared.vanished.load(Ordering::SeqCst) {
                 data.fill(0xff);
             } else {
@@ -368,6 +321,7 @@ impl ServerBackend for Backend {
     fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> std::io::Result<()> {
         if region == VFIO_PCI_CONFIG_REGION_INDEX {
             Self::config_range(offset, data.len())?;
+            self.shared.catch_up();
             if !self.shared.vanished.load(Ordering::SeqCst) {
                 let event = self.shared.config_write(offset, data);
                 log::trace!("config write {offset:#x} {data:02x?}: {event:?}");
@@ -441,7 +395,46 @@ impl ServerBackend for Backend {
             "set_irqs index {index} flags {flags:#x} start {start} count {count} fds {}",
             fds.len()
         );
-        self.shared.interrupts.set(index, flags, start, count, fds)
+        let irq = &self.shared.interrupts;
+        let invalid =
+            |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string());
+        let Some(&declared) = IRQ_COUNTS.get(index as usize) else {
+            return Err(invalid("no such IRQ index"));
+        };
+        // Masking only matters for level-triggered INTx, which the card
+        // does not have.
+        if flags & VFIO_IRQ_SET_ACTION_TYPE_MASK != VFIO_IRQ_SET_ACTION_TRIGGER {
+            return Ok(());
+        }
+        let data = flags & VFIO_IRQ_SET_DATA_TYPE_MASK;
+        if data == VFIO_IRQ_SET_DATA_NONE && count == 0 {
+            // Tear down every vector of the index.
+            for fd in lock(&irq.fds)[index as usize].iter_mut() {
+                *fd = None;
+            }
+            return Ok(());
+        }
+        let end = start
+            .checked_add(count)
+            .filter(|&e| e <= declared)
+            .ok_or_else(|| invalid("vector range beyond the declared count"))?;
+        match data {
+            VFIO_IRQ_SET_DATA_NONE => {
+                // Loopback: fire the vectors now.
+                for v in start..end {
+                    irq.trigger(index, v);
+                }
+            }
+            VFIO_IRQ_SET_DATA_EVENTFD => {
+                let mut table = lock(&irq.fds);
+                let mut fds = fds.into_iter();
+                for v in start..end {
+                    table[index as usize][v as usize] = fds.next();
+                }
+            }
+            _ => return Err(invalid("unsupported set_irqs data type")),
+        }
+        Ok(())
     }
 }
 
@@ -525,14 +518,14 @@ mod tests {
         b.region_write(cfg, 0x04, &0x0046u16.to_le_bytes()).unwrap();
         // Initiate FLR: PCIe DevCtl (capability at 0x70, DevCtl at +8) bit 15.
         b.region_write(cfg, 0x78, &0x8000u16.to_le_bytes()).unwrap();
-        assert_eq!(shared.resets.function_level.load(Ordering::SeqCst), 1);
+        assert_eq!(lock(&shared.card).resets().function_level, 1);
         let mut cmd = [0u8; 2];
         b.region_read(cfg, 0x04, &mut cmd).unwrap();
         assert_eq!(cmd, [0, 0]);
         b.reset().unwrap();
         b.reset().unwrap();
-        assert_eq!(shared.resets.secondary_bus.load(Ordering::SeqCst), 2);
-        assert_eq!(shared.resets.cold.load(Ordering::SeqCst), 0);
+        assert_eq!(lock(&shared.card).resets().secondary_bus, 2);
+        assert_eq!(lock(&shared.card).resets().cold, 0);
     }
 
     #[test]
@@ -544,13 +537,36 @@ mod tests {
         b.region_write(cfg, 0x04, &0x0046u16.to_le_bytes()).unwrap();
         shared.arc_responding.store(false, Ordering::SeqCst);
         b.region_write(cfg, 0x930, &0x11u32.to_le_bytes()).unwrap();
-        assert_eq!(shared.resets.cold.load(Ordering::SeqCst), 0);
+        assert_eq!(lock(&shared.card).resets().cold, 0);
         shared.arc_responding.store(true, Ordering::SeqCst);
         b.region_write(cfg, 0x930, &0x11u32.to_le_bytes()).unwrap();
-        assert_eq!(shared.resets.cold.load(Ordering::SeqCst), 1);
+        assert_eq!(lock(&shared.card).resets().cold, 1);
         let mut cmd = [0u8; 2];
         b.region_read(cfg, 0x04, &mut cmd).unwrap();
         assert_eq!(u16::from_le_bytes(cmd) & 0x40, 0, "reset marker cleared");
+    }
+
+    /// tt-kmd `wormhole_reset` then POST_RESET: the reset marker set, ARC
+    /// asked for TRIGGER_RESET through BAR4's reset unit, and after the
+    /// firmware's delay a config read alone sees the marker cleared.
+    #[test]
+    fn a_firmware_reset_is_seen_by_the_next_config_read() {
+        let shared = Shared::new(Arch::Wormhole);
+        let mut b = Backend::new(shared.clone());
+        let cfg = VFIO_PCI_CONFIG_REGION_INDEX;
+        b.region_write(cfg, 0x04, &0x0046u16.to_le_bytes()).unwrap();
+        // RESET_UNIT_START = 0x1FF30000 - 0x1E000000: SCRATCH[3], SCRATCH[5],
+        // ARC_MISC_CNTL.
+        let reset_unit = 0x1FF3_0000 - 0x1E00_0000;
+        for (off, value) in [(0x6C, 0u32), (0x74, 0xAA56), (0x100, 1 << 16)] {
+            b.region_write(4, reset_unit + off, &value.to_le_bytes())
+                .unwrap();
+        }
+        std::thread::sleep(crate::arc::RESET_DELAY + Duration::from_millis(5));
+        let mut cmd = [0u8; 2];
+        b.region_read(cfg, 0x04, &mut cmd).unwrap();
+        assert_eq!(cmd, [0, 0], "reset marker cleared");
+        assert_eq!(lock(&shared.card).resets().cold, 1);
     }
 
     #[test]
@@ -620,11 +636,13 @@ mod tests {
 
     #[test]
     fn msi_eventfd_is_kept_and_signalled_then_torn_down() {
-        let irq = Interrupts::new();
+        let shared = Shared::new(Arch::Wormhole);
+        let mut b = Backend::new(shared.clone());
+        let irq = &shared.interrupts;
         assert!(!irq.raise_msi(0));
         let (ours, mut theirs) = eventfd();
         let eventfd_trigger = VFIO_IRQ_SET_DATA_EVENTFD | VFIO_IRQ_SET_ACTION_TRIGGER;
-        irq.set(VFIO_PCI_MSI_IRQ_INDEX, eventfd_trigger, 0, 1, vec![ours])
+        b.set_irqs(VFIO_PCI_MSI_IRQ_INDEX, eventfd_trigger, 0, 1, vec![ours])
             .unwrap();
         assert!(irq.raise_msi(0));
         assert!(irq.raise_msi(0));
@@ -632,7 +650,7 @@ mod tests {
         theirs.read_exact(&mut count).unwrap();
         assert_eq!(u64::from_ne_bytes(count), 2);
         // QEMU disables MSI with DATA_NONE | TRIGGER and count 0.
-        irq.set(
+        b.set_irqs(
             VFIO_PCI_MSI_IRQ_INDEX,
             VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER,
             0,
@@ -643,8 +661,8 @@ mod tests {
         assert!(!irq.raise_msi(0));
         // More vectors than declared are refused.
         let (f, _g) = eventfd();
-        assert!(irq
-            .set(VFIO_PCI_MSI_IRQ_INDEX, eventfd_trigger, 0, 2, vec![f])
+        assert!(b
+            .set_irqs(VFIO_PCI_MSI_IRQ_INDEX, eventfd_trigger, 0, 2, vec![f])
             .is_err());
     }
 }

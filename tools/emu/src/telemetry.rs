@@ -285,8 +285,10 @@ pub struct Board {
     /// (tt-umd `get_chip_info`). Must name the instance the NOC model puts
     /// the host on.
     pub pcie_usage: u32,
-    /// Whether the firmware enabled NOC coordinate translation (tag 40 and
-    /// bit 14 of the ARC NIU's `NIU_CFG_0`). The NOC model must agree.
+    /// Whether the firmware enabled NOC coordinate translation: tag 40, and
+    /// bit 14 of every NIU's `NIU_CFG_0` out of reset (what tt-umd and
+    /// tt-kmd's test read). The NOC model never translates coordinates, so
+    /// a board that says it does would lie to them.
     pub noc_translation: bool,
     pub asic_location: u32,
 }
@@ -479,10 +481,7 @@ pub struct Telemetry {
 
 impl Telemetry {
     pub fn new(board: Board) -> Self {
-        let tags = match board.arch {
-            Arch::Wormhole => WH_TAGS.to_vec(),
-            Arch::Blackhole => BH_TAGS.to_vec(),
-        };
+        let tags = tags_of(board.arch);
         Telemetry { board, tags }
     }
 
@@ -700,115 +699,98 @@ impl Telemetry {
     }
 }
 
-/// What Wormhole 18.x publishes in its tagged table: what tt-kmd 2.10 reads
-/// on Wormhole (its hwmon and sysfs tables in `wormhole.c`) and the tags
-/// tt-umd's 18.8 feature map uses, without the Blackhole-only ones
-/// (L2CPU, per-GDDR, enable masks).
-const WH_TAGS: &[u16] = &[
-    tag::BOARD_ID_HIGH,
-    tag::BOARD_ID_LOW,
-    tag::HARVESTING_STATE,
-    tag::UPDATE_TELEM_SPEED,
-    tag::VCORE,
-    tag::TDP,
-    tag::TDC,
-    tag::VDD_LIMITS,
-    tag::THM_LIMIT_SHUTDOWN,
-    tag::ASIC_TEMPERATURE,
-    tag::VREG_TEMPERATURE,
-    tag::BOARD_TEMPERATURE,
-    tag::AICLK,
-    tag::AXICLK,
-    tag::ARCCLK,
-    tag::ETH_LIVE_STATUS,
-    tag::GDDR_STATUS,
-    tag::GDDR_SPEED,
-    tag::ETH_FW_VERSION,
-    tag::DM_APP_FW_VERSION,
-    tag::DM_BL_FW_VERSION,
-    tag::FLASH_BUNDLE_VERSION,
-    tag::CM_FW_VERSION,
-    tag::FAN_SPEED,
-    tag::TIMER_HEARTBEAT,
-    tag::TELEM_ENUM_COUNT,
-    tag::NOC_TRANSLATION,
-    tag::ASIC_LOCATION,
-    tag::BOARD_POWER_LIMIT,
-    tag::INPUT_POWER,
-    tag::TDC_LIMIT_MAX,
-    tag::THM_LIMIT_THROTTLE,
-    tag::TT_FLASH_VERSION,
-    tag::THERM_TRIP_COUNT,
-    tag::ASIC_ID_HIGH,
-    tag::ASIC_ID_LOW,
-    tag::AICLK_LIMIT_MAX,
-    tag::TDP_LIMIT_MAX,
+/// Which chips' firmware publishes a tag.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum On {
+    Both,
+    Wormhole,
+    Blackhole,
+}
+
+/// The tags of the tagged table, in table order: that of the Blackhole
+/// firmware's `telemetry_table` initializer (bh_arc/telemetry.c), without
+/// its AICLK arbiter tags (65 and up, which no client here reads).
+///
+/// Blackhole publishes the tags marked `Both` or `Blackhole`. Wormhole
+/// (bundle 18.x) publishes what tt-kmd 2.10 reads on Wormhole (the hwmon and
+/// sysfs tables in `wormhole.c`) and the tags tt-umd's 18.8 feature map
+/// uses: the `Both` ones and `TT_FLASH_VERSION`, none of the Blackhole-only
+/// L2CPU, per-GDDR and enable-mask tags. Clients find a tag by its entry,
+/// never by its position, so the order is the firmware's business.
+const TAGS: &[(u16, On)] = &[
+    (tag::BOARD_ID_HIGH, On::Both),
+    (tag::BOARD_ID_LOW, On::Both),
+    (tag::HARVESTING_STATE, On::Both),
+    (tag::UPDATE_TELEM_SPEED, On::Both),
+    (tag::VCORE, On::Both),
+    (tag::TDP, On::Both),
+    (tag::TDC, On::Both),
+    (tag::VDD_LIMITS, On::Both),
+    (tag::THM_LIMIT_SHUTDOWN, On::Both),
+    (tag::ASIC_TEMPERATURE, On::Both),
+    (tag::VREG_TEMPERATURE, On::Both),
+    (tag::BOARD_TEMPERATURE, On::Both),
+    (tag::AICLK, On::Both),
+    (tag::AXICLK, On::Both),
+    (tag::ARCCLK, On::Both),
+    (tag::L2CPUCLK0, On::Blackhole),
+    (tag::L2CPUCLK1, On::Blackhole),
+    (tag::L2CPUCLK2, On::Blackhole),
+    (tag::L2CPUCLK3, On::Blackhole),
+    (tag::ETH_LIVE_STATUS, On::Both),
+    (tag::GDDR_STATUS, On::Both),
+    (tag::GDDR_SPEED, On::Both),
+    (tag::ETH_FW_VERSION, On::Both),
+    (tag::GDDR_FW_VERSION, On::Blackhole),
+    (tag::DM_APP_FW_VERSION, On::Both),
+    (tag::DM_BL_FW_VERSION, On::Both),
+    (tag::FLASH_BUNDLE_VERSION, On::Both),
+    (tag::CM_FW_VERSION, On::Both),
+    (tag::L2CPU_FW_VERSION, On::Blackhole),
+    (tag::FAN_SPEED, On::Both),
+    (tag::TIMER_HEARTBEAT, On::Both),
+    (tag::ENABLED_TENSIX_COL, On::Blackhole),
+    (tag::ENABLED_ETH, On::Blackhole),
+    (tag::ENABLED_GDDR, On::Blackhole),
+    (tag::ENABLED_L2CPU, On::Blackhole),
+    (tag::PCIE_USAGE, On::Blackhole),
+    (tag::NOC_TRANSLATION, On::Both),
+    (tag::FAN_RPM, On::Blackhole),
+    (tag::GDDR_0_1_TEMP, On::Blackhole),
+    (tag::GDDR_2_3_TEMP, On::Blackhole),
+    (tag::GDDR_4_5_TEMP, On::Blackhole),
+    (tag::GDDR_6_7_TEMP, On::Blackhole),
+    (tag::GDDR_0_1_CORR_ERRS, On::Blackhole),
+    (tag::GDDR_2_3_CORR_ERRS, On::Blackhole),
+    (tag::GDDR_4_5_CORR_ERRS, On::Blackhole),
+    (tag::GDDR_6_7_CORR_ERRS, On::Blackhole),
+    (tag::GDDR_UNCORR_ERRS, On::Blackhole),
+    (tag::MAX_GDDR_TEMP, On::Blackhole),
+    (tag::ASIC_LOCATION, On::Both),
+    (tag::BOARD_POWER_LIMIT, On::Both),
+    (tag::INPUT_POWER, On::Both),
+    (tag::ASIC_ID_HIGH, On::Both),
+    (tag::ASIC_ID_LOW, On::Both),
+    (tag::THERM_TRIP_COUNT, On::Both),
+    (tag::TELEM_ENUM_COUNT, On::Both),
+    (tag::AICLK_LIMIT_MAX, On::Both),
+    (tag::TDC_LIMIT_MAX, On::Both),
+    (tag::THM_LIMIT_THROTTLE, On::Both),
+    (tag::TT_FLASH_VERSION, On::Wormhole),
+    (tag::TDP_LIMIT_MAX, On::Both),
 ];
 
-/// Blackhole's tags, in the order of the firmware's `telemetry_table`
-/// initializer (bh_arc/telemetry.c), without its AICLK arbiter tags (65 and
-/// up, which no client here reads).
-const BH_TAGS: &[u16] = &[
-    tag::BOARD_ID_HIGH,
-    tag::BOARD_ID_LOW,
-    tag::HARVESTING_STATE,
-    tag::UPDATE_TELEM_SPEED,
-    tag::VCORE,
-    tag::TDP,
-    tag::TDC,
-    tag::VDD_LIMITS,
-    tag::THM_LIMIT_SHUTDOWN,
-    tag::ASIC_TEMPERATURE,
-    tag::VREG_TEMPERATURE,
-    tag::BOARD_TEMPERATURE,
-    tag::AICLK,
-    tag::AXICLK,
-    tag::ARCCLK,
-    tag::L2CPUCLK0,
-    tag::L2CPUCLK1,
-    tag::L2CPUCLK2,
-    tag::L2CPUCLK3,
-    tag::ETH_LIVE_STATUS,
-    tag::GDDR_STATUS,
-    tag::GDDR_SPEED,
-    tag::ETH_FW_VERSION,
-    tag::GDDR_FW_VERSION,
-    tag::DM_APP_FW_VERSION,
-    tag::DM_BL_FW_VERSION,
-    tag::FLASH_BUNDLE_VERSION,
-    tag::CM_FW_VERSION,
-    tag::L2CPU_FW_VERSION,
-    tag::FAN_SPEED,
-    tag::TIMER_HEARTBEAT,
-    tag::ENABLED_TENSIX_COL,
-    tag::ENABLED_ETH,
-    tag::ENABLED_GDDR,
-    tag::ENABLED_L2CPU,
-    tag::PCIE_USAGE,
-    tag::NOC_TRANSLATION,
-    tag::FAN_RPM,
-    tag::GDDR_0_1_TEMP,
-    tag::GDDR_2_3_TEMP,
-    tag::GDDR_4_5_TEMP,
-    tag::GDDR_6_7_TEMP,
-    tag::GDDR_0_1_CORR_ERRS,
-    tag::GDDR_2_3_CORR_ERRS,
-    tag::GDDR_4_5_CORR_ERRS,
-    tag::GDDR_6_7_CORR_ERRS,
-    tag::GDDR_UNCORR_ERRS,
-    tag::MAX_GDDR_TEMP,
-    tag::ASIC_LOCATION,
-    tag::BOARD_POWER_LIMIT,
-    tag::INPUT_POWER,
-    tag::ASIC_ID_HIGH,
-    tag::ASIC_ID_LOW,
-    tag::THERM_TRIP_COUNT,
-    tag::TELEM_ENUM_COUNT,
-    tag::AICLK_LIMIT_MAX,
-    tag::TDC_LIMIT_MAX,
-    tag::THM_LIMIT_THROTTLE,
-    tag::TDP_LIMIT_MAX,
-];
+/// The tags `arch`'s firmware publishes, in table order.
+fn tags_of(arch: Arch) -> Vec<u16> {
+    let only = match arch {
+        Arch::Wormhole => On::Wormhole,
+        Arch::Blackhole => On::Blackhole,
+    };
+    TAGS.iter()
+        .filter(|&&(_, on)| on == On::Both || on == only)
+        .map(|&(t, _)| t)
+        .collect()
+}
 
 #[cfg(test)]
 mod tests {

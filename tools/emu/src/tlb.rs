@@ -122,6 +122,9 @@ pub struct Layout {
 /// Coordinates are 6 bits wide in every layout (tt-kmd's bitfields;
 /// tt-umd `NOC_ADDR_NODE_ID_BITS` = 6).
 const COORD_BITS: u32 = 6;
+/// Wormhole's NOC addresses are 36 bits wide (tt-kmd wormhole.c
+/// `WH_NOC_BITS`); Blackhole's are 64.
+const WH_NOC_ADDRESS_BITS: u32 = 36;
 
 impl WindowKind {
     /// The window's size in bytes.
@@ -152,8 +155,7 @@ impl WindowKind {
     /// Wormhole: tt-umd `wormhole_implementation.hpp` `TLB_1M_OFFSET`,
     /// `TLB_2M_OFFSET`, `TLB_16M_OFFSET` (from the chip's `tlb.yaml`, quoted
     /// there); tt-kmd's `noc_tlb_non_address_bits` gives the same order after
-    /// a `36 - shift`-bit address (Wormhole's NOC addresses are 36 bits,
-    /// `WH_NOC_BITS`), and luwen's `Tlb1M`/`Tlb2M`/`Tlb16M` agree. tt-kmd
+    /// a `36 - shift`-bit address, and luwen's `Tlb1M`/`Tlb2M`/`Tlb16M` agree. tt-kmd
     /// stops at `linked`; the `static_vc` bit after it is tt-umd's.
     ///
     /// Blackhole: tt-kmd `struct TLB_2M_REG` / `struct TLB_4G_REG` (packed
@@ -162,47 +164,43 @@ impl WindowKind {
     /// `64 - shift`-bit address, 2-bit `noc`, then `use_static_vc`,
     /// `stream_header` and a 3-bit `static_vc`.
     pub fn layout(self) -> Layout {
-        match self {
-            WindowKind::Wormhole1M | WindowKind::Wormhole2M | WindowKind::Wormhole16M => {
-                let addr_bits = 36 - self.shift();
-                let x_end = addr_bits;
-                Layout {
-                    addr_bits,
-                    x_end,
-                    y_end: x_end + COORD_BITS,
-                    x_start: x_end + 2 * COORD_BITS,
-                    y_start: x_end + 3 * COORD_BITS,
-                    noc: x_end + 4 * COORD_BITS,
-                    noc_bits: 1,
-                    mcast: x_end + 4 * COORD_BITS + 1,
-                    ordering: x_end + 4 * COORD_BITS + 2,
-                    linked: x_end + 4 * COORD_BITS + 4,
-                    use_static_vc: x_end + 4 * COORD_BITS + 5,
-                    stream_header: None,
-                    static_vc: None,
-                    width: x_end + 4 * COORD_BITS + 6,
-                }
-            }
-            WindowKind::Blackhole2M | WindowKind::Blackhole4G => {
-                let addr_bits = 64 - self.shift();
-                let x_end = addr_bits;
-                Layout {
-                    addr_bits,
-                    x_end,
-                    y_end: x_end + COORD_BITS,
-                    x_start: x_end + 2 * COORD_BITS,
-                    y_start: x_end + 3 * COORD_BITS,
-                    noc: x_end + 4 * COORD_BITS,
-                    noc_bits: 2,
-                    mcast: x_end + 4 * COORD_BITS + 2,
-                    ordering: x_end + 4 * COORD_BITS + 3,
-                    linked: x_end + 4 * COORD_BITS + 5,
-                    use_static_vc: x_end + 4 * COORD_BITS + 6,
-                    stream_header: Some(x_end + 4 * COORD_BITS + 7),
-                    static_vc: Some(x_end + 4 * COORD_BITS + 8),
-                    width: x_end + 4 * COORD_BITS + 11,
-                }
-            }
+        let blackhole = matches!(self, WindowKind::Blackhole2M | WindowKind::Blackhole4G);
+        let noc_address_bits = if blackhole { 64 } else { WH_NOC_ADDRESS_BITS };
+        // The fields follow one another from bit 0, each as wide as it is.
+        let mut next = 0;
+        let mut field = |width: u32| {
+            next += width;
+            next - width
+        };
+        let addr_bits = noc_address_bits - self.shift();
+        field(addr_bits);
+        let x_end = field(COORD_BITS);
+        let y_end = field(COORD_BITS);
+        let x_start = field(COORD_BITS);
+        let y_start = field(COORD_BITS);
+        let noc_bits = if blackhole { 2 } else { 1 };
+        let noc = field(noc_bits);
+        let mcast = field(1);
+        let ordering = field(2);
+        let linked = field(1);
+        let use_static_vc = field(1);
+        let stream_header = blackhole.then(|| field(1));
+        let static_vc = blackhole.then(|| field(3));
+        Layout {
+            addr_bits,
+            x_end,
+            y_end,
+            x_start,
+            y_start,
+            noc,
+            noc_bits,
+            mcast,
+            ordering,
+            linked,
+            use_static_vc,
+            stream_header,
+            static_vc,
+            width: field(0),
         }
     }
 }
