@@ -18,7 +18,10 @@ TT_LLVM=-19
 TT_BUILDROOT_PACKAGES="clang-19 lld-19 llvm-19 rustc rust-src bindgen \
 rust-clippy rustfmt gcc gcc-multilib libc6-dev-i386 g++ make flex bison bc \
 libelf-dev libssl-dev cpio kmod python3 xz-utils ca-certificates \
-busybox-static qemu-system-x86"
+busybox-static"
+# From trixie-backports: QEMU 11.1, whose vfio-user-pci client device
+# attaches the emulated cards (Debian 13's own QEMU 10.0 has none).
+TT_BUILDROOT_BACKPORTS="qemu-system-x86"
 
 tt_log() { printf '[tt] %s\n' "$*" >&2; }
 tt_die() { printf '[tt] error: %s\n' "$*" >&2; exit 1; }
@@ -26,7 +29,7 @@ tt_die() { printf '[tt] error: %s\n' "$*" >&2; exit 1; }
 tt_hash() { sha256sum | cut -c1-16; }
 
 tt_buildroot_key() {
-	printf '%s\n%s\n' "$TT_SUITE" "$TT_BUILDROOT_PACKAGES" | tt_hash
+	printf '%s\n%s\n%s\n' "$TT_SUITE" "$TT_BUILDROOT_PACKAGES" "$TT_BUILDROOT_BACKPORTS" | tt_hash
 }
 
 TT_ROOT="$TT_CACHE/buildroot-$(tt_buildroot_key)"

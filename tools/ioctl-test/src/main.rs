@@ -7,9 +7,13 @@
 //!                           exits 1 if any failed
 //! ```
 //!
-//! Environment: TT_EDU_BDF, TT_TESTDEV_BDF (PCI addresses of cards 0 and 1,
-//! else read from sysfs), TT_STRESS_ITERS (iterations per stress process).
+//! Environment (set by the VM harness, tools/vm/init): TT_CARDS (emulated or
+//! legacy), TT_CARDn_BDF and TT_CARDn_ID (PCI address and vendor:device of
+//! card n, else read from sysfs), TT_CARDn_CONTROL (the serial port of card
+//! n's emulator control socket), TT_STRESS_ITERS (iterations per stress
+//! process).
 
+mod card;
 mod harness;
 #[macro_use]
 mod util;

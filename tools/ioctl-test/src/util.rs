@@ -44,12 +44,12 @@ macro_rules! ensure_eq {
 // ---- environment -------------------------------------------------------------
 
 /// PCI addresses of the two cards of the test VM, resolved once at start
-/// (before any unbind) from TT_EDU_BDF / TT_TESTDEV_BDF or sysfs.
+/// (before any unbind) from TT_CARD0_BDF / TT_CARD1_BDF or sysfs.
 pub fn bdfs() -> &'static [Option<String>; 2] {
     static BDFS: OnceLock<[Option<String>; 2]> = OnceLock::new();
     BDFS.get_or_init(|| {
-        let get = |var: &str, n: u32| {
-            std::env::var(var)
+        let get = |n: u32| {
+            std::env::var(format!("TT_CARD{n}_BDF"))
                 .ok()
                 .filter(|s| !s.is_empty())
                 .or_else(|| {
@@ -58,15 +58,75 @@ pub fn bdfs() -> &'static [Option<String>; 2] {
                         .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
                 })
         };
-        [get("TT_EDU_BDF", 0), get("TT_TESTDEV_BDF", 1)]
+        [get(0), get(1)]
     })
 }
 
-/// BDF of card `n` (0: edu, 1: pci-testdev).
+/// BDF of card `n`.
 pub fn bdf(n: usize) -> Result<String, String> {
-    bdfs()[n].clone().ok_or_else(|| {
-        format!("BDF of card {n} unknown (TT_EDU_BDF/TT_TESTDEV_BDF unset, no sysfs link)")
-    })
+    bdfs()[n]
+        .clone()
+        .ok_or_else(|| format!("BDF of card {n} unknown (TT_CARD{n}_BDF unset, no sysfs link)"))
+}
+
+/// Whether the VM's cards are the emulated Wormhole and Blackhole (bound by
+/// the module's ID table) rather than QEMU's edu and pci-testdev (bound
+/// through `new_id`).
+pub fn emulated_cards() -> bool {
+    std::env::var("TT_CARDS").map_or(true, |c| c != "legacy")
+}
+
+/// PCI vendor and device id of card `n` (TT_CARDn_ID, "vvvv:dddd").
+pub fn card_ids(n: usize) -> (u16, u16) {
+    let default = if emulated_cards() {
+        ["1e52:401e", "1e52:b140"][n]
+    } else {
+        ["1234:11e8", "1b36:0005"][n]
+    };
+    let id = std::env::var(format!("TT_CARD{n}_ID")).unwrap_or_else(|_| default.into());
+    let (v, d) = id.split_once(':').unwrap_or(("0", "0"));
+    (
+        u16::from_str_radix(v, 16).unwrap_or(0),
+        u16::from_str_radix(d, 16).unwrap_or(0),
+    )
+}
+
+/// Waits (bounded) until `path` exists or not.
+pub fn wait_path(path: &str, exists: bool) -> TestResult {
+    let start = Instant::now();
+    while std::path::Path::new(path).exists() != exists {
+        ensure!(
+            start.elapsed() < Duration::from_secs(20),
+            "{path} {} within 20 s",
+            if exists {
+                "did not appear"
+            } else {
+                "did not go away"
+            }
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+/// Binds both cards again after the module was (re)loaded: emulated cards
+/// bind by the ID table at load; legacy ones through `new_id`, one at a
+/// time so that edu is card 0.
+pub fn bind_both() -> TestResult {
+    if !emulated_cards() {
+        for n in 0..2 {
+            let (v, d) = card_ids(n);
+            sysfs_write(
+                "/sys/bus/pci/drivers/tenstorrent/new_id",
+                &format!("{v:04x} {d:04x}"),
+            )?;
+            wait_path(&node(n as u32), true)?;
+        }
+    }
+    for n in 0..2 {
+        wait_path(&node(n), true)?;
+    }
+    Ok(())
 }
 
 /// Path of `/dev/tenstorrent/N`.

@@ -1,5 +1,6 @@
 //! Every scenario, in run order (the ones that unbind cards last).
 
+mod card;
 mod client;
 mod compat;
 mod info;
@@ -25,6 +26,11 @@ macro_rules! scenarios {
 
 /// All scenarios.
 pub const ALL: &[Scenario] = scenarios! {
+    "card/ids_bars_and_capabilities" => card::ids_bars_and_capabilities;
+    "card/control_channel" => card::control_channel;
+    "card/tile_memory_through_windows" => card::tile_memory_through_windows;
+    "card/arc_message" => card::arc_message;
+    "card/vanish_reads_all_ones" => card::vanish_reads_all_ones;
     "info/nodes_and_sysfs" => info::nodes_and_sysfs;
     "info/driver_info_version" => info::driver_info_version;
     "info/device_info_values" => info::device_info_values;
@@ -65,6 +71,8 @@ pub const ALL: &[Scenario] = scenarios! {
     "tlb/enomem_vs_blocking" => tlb::enomem_vs_blocking;
     "tlb/fifo_and_release_on_kill" => tlb::fifo_and_release_on_kill;
     "tlb/unbind_wakes_tlb_waiters" => tlb::unbind_wakes_tlb_waiters;
+    "card/function_level_reset" => card::function_level_reset;
+    "card/secondary_bus_reset" => card::secondary_bus_reset;
     "client/guard_drop_releases" => client::guard_drop_releases;
     "client/owner_died_on_guard" => client::owner_died_on_guard;
     "client/busy_and_timeout" => client::busy_and_timeout;

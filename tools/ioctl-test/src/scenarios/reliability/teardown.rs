@@ -1,7 +1,7 @@
 //! Teardown under load: unbind/rebind card 0 in a loop while waiters are
 //! queued on it and a stress workload runs on card 1; module reload.
-//! Both leave the system as they found it (module loaded, edu bound as
-//! card 0, pci-testdev as card 1).
+//! Both leave the system as they found it (module loaded, both cards
+//! bound in their order).
 
 use std::ffi::CString;
 use std::os::fd::AsRawFd;
@@ -14,24 +14,6 @@ use super::storm::bits;
 use super::*;
 
 const DRIVER: &str = "/sys/bus/pci/drivers/tenstorrent";
-
-/// Waits (bounded) until `path` exists or not.
-fn wait_path(path: &str, exists: bool) -> TestResult {
-    let start = Instant::now();
-    while std::path::Path::new(path).exists() != exists {
-        ensure!(
-            start.elapsed() < Duration::from_secs(20),
-            "{path} {} within 20 s",
-            if exists {
-                "did not appear"
-            } else {
-                "did not go away"
-            }
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    Ok(())
-}
 
 /// Stress on one card: random blocking / timed / try / set / LOCK_CTL
 /// operations with owner words; any errno but EBUSY and ETIMEDOUT is an
@@ -369,17 +351,8 @@ fn insert_module(path: &str) -> TestResult {
     Ok(())
 }
 
-/// Binds both cards through new_id, one at a time so that edu is card 0.
-fn bind_both() -> TestResult {
-    for (id, n) in [("1234 11e8", 0), ("1b36 0005", 1)] {
-        sysfs_write(&format!("{DRIVER}/new_id"), id)?;
-        wait_path(&node(n), true)?;
-    }
-    Ok(())
-}
-
 /// Module reload with nothing open: delete_module, finit_module of
-/// /tenstorrent.ko (TT_MODULE_PATH), new_id for both devices, and the cards
+/// /tenstorrent.ko (TT_MODULE_PATH), both cards bound again, and they
 /// come back in the same order, fresh.
 pub fn module_reload() -> TestResult {
     let reloads = sized(1, 4);
@@ -408,11 +381,7 @@ pub fn module_reload() -> TestResult {
             wait_path(&node(1), false)?;
             insert_module(&path)?;
             bind_both()?;
-            for (n, (bdf, (v, d))) in bdfs
-                .iter()
-                .zip([(0x1234u16, 0x11e8u16), (0x1b36, 0x0005)])
-                .enumerate()
-            {
+            for (n, (bdf, (v, d))) in bdfs.iter().zip([card_ids(0), card_ids(1)]).enumerate() {
                 let dev = open(n as u32)?;
                 let info = ctx(dev.device_info(), "GET_DEVICE_INFO after reload")?;
                 ensure!(
