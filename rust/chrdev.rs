@@ -17,7 +17,14 @@
 //! and the driver data, alive until its last close. So a device can be
 //! unbound while files are open and those files stay valid.
 
-use super::sysfs::AttributeGroups;
+use super::{
+    mm::{
+        FaultResult,
+        SharedMapping,
+        VmFault, //
+    },
+    sysfs::AttributeGroups, //
+};
 use core::{
     marker::PhantomData,
     ptr::NonNull, //
@@ -36,6 +43,7 @@ use kernel::{
         c_ulong, //
     },
     fs::File,
+    mm::virt::VmaNew,
     module::this_module,
     prelude::*,
     sync::Arc,
@@ -69,6 +77,37 @@ pub(crate) trait FileOperations: Send + Sync + Sized + 'static {
         cmd: u32,
         arg: usize,
     ) -> Result<isize>;
+
+    /// The `address_space` every open file of the device shares (set as
+    /// each file's `f_mapping` at open), through which the device's
+    /// mappings are revoked whatever node a file was opened through.
+    fn shared_mapping(_device: &Arc<Self>) -> Option<&SharedMapping> {
+        None
+    }
+
+    /// Handles `mmap(2)`: checks the request and sets `vma` up (for
+    /// instance with [`super::mm::set_io_pfnmap`]); pages are inserted by
+    /// [`FileOperations::fault`]. `ENODEV` unless implemented.
+    fn mmap(
+        _data: <Self::Ptr as ForeignOwnable>::Borrowed<'_>,
+        _file: &File,
+        _vma: &VmaNew,
+    ) -> Result {
+        Err(ENODEV)
+    }
+
+    /// Handles a page fault in a VMA that [`FileOperations::mmap`] set up,
+    /// with the `mmap_lock` (or the VMA's lock) held for reading.
+    fn fault(_data: <Self::Ptr as ForeignOwnable>::Borrowed<'_>, _fault: &VmFault) -> FaultResult {
+        FaultResult::SIGBUS
+    }
+
+    /// Whether a VMA that [`FileOperations::mmap`] set up, mapping the file
+    /// from byte `offset`, may be split (partial `munmap`, `mprotect`,
+    /// `mremap`); an error refuses it. Allowed unless implemented.
+    fn may_split(_data: <Self::Ptr as ForeignOwnable>::Borrowed<'_>, _offset: u64) -> Result {
+        Ok(())
+    }
 }
 
 /// A region of character device numbers and the device class of the nodes
@@ -302,6 +341,13 @@ impl<T: FileOperations> CharDevice<T> {
         let rust_file = unsafe { File::from_raw_file(file) };
         match T::open(data, rust_file) {
             Ok(ptr) => {
+                if let Some(mapping) = T::shared_mapping(data) {
+                    // SAFETY: The file is being opened and nobody else uses
+                    // it yet; the mapping outlives the file, which holds a
+                    // reference on `data`, its owner (as VFIO's devices do
+                    // with their pseudo-filesystem inode).
+                    unsafe { (*file).f_mapping = mapping.as_raw_mapping() };
+                }
                 // SAFETY: The open callback owns the file's private data.
                 unsafe { (*file).private_data = ptr.into_foreign().cast() };
                 0
@@ -343,11 +389,87 @@ impl<T: FileOperations> CharDevice<T> {
         }
     }
 
+    /// # Safety
+    ///
+    /// Called by the VFS for an open file of this type and a VMA being set
+    /// up by `mmap(2)` on it.
+    unsafe extern "C" fn mmap(
+        file: *mut bindings::file,
+        vma: *mut bindings::vm_area_struct,
+    ) -> c_int {
+        // SAFETY: Between `open` and `release` the private data is the value
+        // `open` made with `into_foreign`, and mmap runs in between.
+        let data = unsafe { T::Ptr::borrow((*file).private_data.cast()) };
+        // SAFETY: The VFS passes a VMA undergoing its initial set-up.
+        let area = unsafe { VmaNew::from_raw(vma) };
+        // SAFETY: The file is valid for the duration of this call and has no
+        // active `fdget_pos` region.
+        let rust_file = unsafe { File::from_raw_file(file) };
+        match T::mmap(data, rust_file, area) {
+            Ok(()) => {
+                // SAFETY: The VMA is being set up and `VM_OPS` is `'static`.
+                unsafe { (*vma).vm_ops = &Self::VM_OPS };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the MM for a fault in a VMA whose `vm_ops` are `VM_OPS`,
+    /// which only [`Self::mmap`] sets.
+    unsafe extern "C" fn fault(vmf: *mut bindings::vm_fault) -> bindings::vm_fault_t {
+        let Some(vmf) = NonNull::new(vmf) else {
+            return FaultResult::SIGBUS.as_raw();
+        };
+        // SAFETY: `vmf` is the fault being handled; its VMA is live and its
+        // `vm_file` is the file mmap was called on (`VM_OPS` is only set by
+        // `Self::mmap`), which the VMA holds a reference on: `release` has
+        // not run, so the private data is `open`'s.
+        let data = unsafe {
+            let vma = vmf.as_ref().__bindgen_anon_1.vma;
+            T::Ptr::borrow((*(*vma).vm_file).private_data.cast())
+        };
+        // SAFETY: `vmf` is the fault of a VMA set up by `T::mmap`, which sets
+        // VMAs up with `set_io_pfnmap`, and does not outlive this call.
+        let fault = unsafe { VmFault::from_raw(vmf) };
+        T::fault(data, &fault).as_raw()
+    }
+
+    /// # Safety
+    ///
+    /// Called by the MM before splitting a VMA whose `vm_ops` are `VM_OPS`,
+    /// with its `mmap_lock` held for writing.
+    unsafe extern "C" fn may_split(vma: *mut bindings::vm_area_struct, _addr: c_ulong) -> c_int {
+        // SAFETY: As in `Self::fault`: the VMA is live and holds a reference
+        // on its `vm_file`, whose private data is `open`'s.
+        let (data, pgoff) = unsafe {
+            (
+                T::Ptr::borrow((*(*vma).vm_file).private_data.cast()),
+                (*vma).vm_pgoff,
+            )
+        };
+        match T::may_split(data, (pgoff as u64) << kernel::page::PAGE_SHIFT) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    const VM_OPS: bindings::vm_operations_struct = bindings::vm_operations_struct {
+        fault: Some(Self::fault),
+        may_split: Some(Self::may_split),
+        // SAFETY: All-zero is a valid `vm_operations_struct`: every field is
+        // an optional function pointer or a plain pointer.
+        ..unsafe { core::mem::zeroed() }
+    };
+
     const VTABLE: bindings::file_operations = bindings::file_operations {
         owner: this_module::<crate::LocalModule>().as_ptr(),
         open: Some(Self::open),
         release: Some(Self::release_file),
         unlocked_ioctl: Some(Self::ioctl),
+        mmap: Some(Self::mmap),
         // The commands have one layout for 32 and 64-bit callers, so only
         // the pointer needs converting.
         #[cfg(CONFIG_COMPAT)]

@@ -7,6 +7,7 @@
 //! and the `kernel` crate; every `unsafe` block of the module lives here.
 
 pub(crate) mod chrdev;
+pub(crate) mod mm;
 pub(crate) mod pci;
 pub(crate) mod procfs;
 pub(crate) mod sysfs;

@@ -36,3 +36,19 @@ pub(crate) fn comm(task: &Task) -> [u8; TASK_COMM_LEN] {
 
 // Keep `TASK_COMM_LEN` in step with the C definition.
 const _: () = assert!(TASK_COMM_LEN == bindings::TASK_COMM_LEN as usize);
+
+extern "C" {
+    fn tt_signal_restarts_without_handler() -> bool;
+}
+
+/// Whether the current task, woken from an interruptible sleep by a
+/// pending signal, will return to its system call without running a
+/// handler: a stop (`SIGSTOP`, job control), a freezer or ptrace trap, or
+/// an ignored signal, after which the call restarts. `false` when a
+/// handler will run (the call gives `EINTR` or restarts after it, under
+/// `SA_RESTART`) or the task is being killed.
+pub(crate) fn signal_restarts_without_handler() -> bool {
+    // SAFETY: `tt_signal_restarts_without_handler` (rust/signal_glue.c)
+    // only reads the current task's signal state under its spinlock.
+    unsafe { tt_signal_restarts_without_handler() }
+}

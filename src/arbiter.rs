@@ -7,6 +7,12 @@
 //! the card wants any of them, so requests are served in arrival order per
 //! card and a request never holds some locks while it waits for others.
 //!
+//! Arrival order must never create a deadlock: a request does not wait
+//! behind an earlier waiter that itself waits, directly or through other
+//! waiters and their owners' locks, for a lock the requester's file holds.
+//! Such a waiter cannot be granted before the requester releases, so
+//! passing it costs it nothing ([`State::may_pass`]).
+//!
 //! Waiters sit in one queue per card, in arrival order. Each waiter sleeps on
 //! its own condition variable: a release picks the waiters that can now be
 //! granted, makes them the holders under the card's mutex and, once the
@@ -19,15 +25,36 @@
 //! The mutex guards short, bounded updates and is never held across a sleep
 //! (a waiter's condition variable releases it while sleeping).
 //!
+//! A waiter that a stop, a freezer or ptrace takes out of its sleep (no
+//! handler runs: the call is restarted) keeps its place: its request stays
+//! queued, parked with its file, and the restarted call takes it up again,
+//! granted meanwhile or not. Any other lock command of the file, or its
+//! close, gives the parked place up ([`State::drop_parked`]).
+//!
+//! Pollers (UMD tries `LOCK_CTL` every millisecond and never blocks) are
+//! not starved by blocking waiters that take turns: a try that fails while
+//! others are queued for its locks leaves a poll place in the queue, kept
+//! for [`POLL_LEASE_NS`] and renewed by the file's next try of the same
+//! locks (any other lock command of the file gives it up: that poller has
+//! moved on). A release that reaches a live place keeps the locks for the
+//! poller (its next try gets them) until the lease ends; an expired place
+//! is passed over, and a kept lock whose lease ends goes to the next
+//! waiter, which sleeps no longer than the lease to see to it (its watch,
+//! [`State::assign_watches`]). So a poller that stops polling delays
+//! nobody by more than the lease.
+//!
 //! Invariant kept by every operation: no queued waiter could be granted.
 //! Locks only become available when they are released or when a waiter
 //! wanting them leaves the queue, and both cases run [`State::hand_off`] over
-//! exactly those locks.
+//! exactly those locks. A waiter may also become able to pass earlier ones
+//! when its file gains a lock or when another holder queues; both run
+//! [`State::let_holders_pass`].
 
 use crate::fifo::Fifo;
 use crate::rust_ext::{
     task::{
         self as task_ext,
+        signal_restarts_without_handler,
         TASK_COMM_LEN, //
     },
     time::monotonic_ns, //
@@ -59,6 +86,11 @@ use kernel::{
 /// Number of locks per card.
 pub(crate) const LOCK_COUNT: usize = 64;
 
+/// How long a failed try keeps its poll place, renewed by each try: well
+/// above UMD's 1 ms polling period, even when a loaded machine (or an
+/// emulator) stretches that period several times.
+pub(crate) const POLL_LEASE_NS: i64 = 20_000_000;
+
 /// The lock set of a request: bit `i` stands for lock `i`.
 pub(crate) type LockMask = u64;
 
@@ -78,9 +110,42 @@ fn indices(mut mask: LockMask) -> impl Iterator<Item = usize> {
     })
 }
 
-/// The owner of locks: one open file description.
+/// The identity of a lock owner: one open file description.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct OwnerId(u64);
+
+/// A lock owner (one open file description) and what it holds and waits
+/// for on its card.
+#[derive(Clone)]
+pub(crate) struct Owner {
+    id: OwnerId,
+    record: Arc<OwnerRecord>,
+}
+
+impl Owner {
+    /// The owner's identity, which the TLB windows and the openers' list
+    /// record.
+    pub(crate) fn id(&self) -> OwnerId {
+        self.id
+    }
+}
+
+/// What an owner holds and how many of its requests are queued, so that
+/// neither needs a scan of the card; and its parked requests.
+struct OwnerRecord {
+    counts: LockedBy<OwnerCounts, State>,
+}
+
+#[derive(Default)]
+struct OwnerCounts {
+    held: LockMask,
+    queued: u32,
+    /// Requests whose call was stopped and will be restarted: still
+    /// queued (or granted meanwhile), to be taken up by the restarted call.
+    /// Emptied at the latest when the file closes, which breaks the cycle
+    /// of references between a parked waiter and its owner.
+    parked: KVec<Arc<Waiter>>,
+}
 
 /// The process that makes a request, recorded as the holder when granted.
 #[derive(Clone)]
@@ -192,7 +257,7 @@ pub(crate) struct LockInfo {
 }
 
 struct Holder {
-    owner: OwnerId,
+    owner: Owner,
     who: Requester,
     since_ns: i64,
 }
@@ -201,7 +266,10 @@ struct Holder {
 struct Slot {
     holder: Option<Holder>,
     owner_died: bool,
+    /// Queued requests wanting this lock, poll places included.
     waiters: u32,
+    /// Of those, poll places: not sleeping waiters, so not shown as such.
+    polls: u32,
     stats: LockStats,
 }
 
@@ -216,13 +284,19 @@ struct Grant {
 struct Waiter {
     #[pin]
     wake: CondVar,
-    owner: OwnerId,
+    owner: Owner,
     mask: LockMask,
     who: Requester,
+    /// When the request queued, which a restarted call keeps.
+    queued_ns: i64,
     /// Set, under the card's mutex, by the release that grants the request.
     grant: LockedBy<Option<Grant>, State>,
-    /// Whether the driver has woken this waiter ([`State::wake`]).
-    notified: LockedBy<bool, State>,
+    /// For a poll place (a failed try, nobody sleeping on it): when its
+    /// lease ends.
+    lease: LockedBy<Option<i64>, State>,
+    /// For a sleeping waiter that watches a lock kept for a poller: when
+    /// that lease ends, by which it wakes to hand the lock on.
+    watch: LockedBy<Option<i64>, State>,
 }
 
 impl Sleeper for Waiter {
@@ -242,8 +316,36 @@ struct State {
     /// One per lock, by index ([`LOCK_COUNT`]).
     slots: KVec<Slot>,
     next_owner: u64,
+    /// Queued requests whose file holds at least one lock: the only ones
+    /// that may pass earlier waiters ([`State::may_pass`]).
+    waiting_holders: u32,
+    /// Every poll place, queued or granted (its locks kept for its poller).
+    polls: KVec<Arc<Waiter>>,
     /// Wake-ups to send when the mutex is released ([`unlock`]).
     wakeups: Wakeups<Waiter>,
+}
+
+impl Drop for State {
+    /// The card's last reference is gone, so every file has closed and
+    /// given its places up; should one not have (a test's owners), its
+    /// places go with the card: they would keep their owner alive
+    /// otherwise, through the owner's list of them.
+    fn drop(&mut self) {
+        let mut owners = KVec::new();
+        let holders = self
+            .slots
+            .iter()
+            .filter_map(|s| s.holder.as_ref().map(|h| &h.owner));
+        let queued = Iterator::chain(self.queue.iter(), self.polls.iter()).map(|w| &w.owner);
+        for owner in Iterator::chain(holders, queued) {
+            if owners.push(owner.clone(), GFP_KERNEL).is_err() {
+                break;
+            }
+        }
+        for owner in owners.iter() {
+            owner.record.counts.access_mut(self).parked.clear();
+        }
+    }
 }
 
 impl DefersWakeups for State {
@@ -277,17 +379,25 @@ impl Arbiter {
                 queue: Fifo::new(),
                 slots,
                 next_owner: 1,
+                waiting_holders: 0,
+                polls: KVec::new(),
                 wakeups: Wakeups::new(),
             }),
         }))
     }
 
-    /// A new owner identity, for a newly opened file.
-    pub(crate) fn new_owner(&self) -> OwnerId {
+    /// A new owner, for a newly opened file.
+    pub(crate) fn new_owner(&self) -> Result<Owner> {
+        let record = Arc::new(
+            OwnerRecord {
+                counts: LockedBy::new(&self.state, OwnerCounts::default()),
+            },
+            GFP_KERNEL,
+        )?;
         let mut state = self.state.lock();
-        let owner = OwnerId(state.next_owner);
+        let id = OwnerId(state.next_owner);
         state.next_owner += 1;
-        owner
+        Ok(Owner { id, record })
     }
 
     /// Whether the card is gone.
@@ -298,7 +408,7 @@ impl Arbiter {
     /// Requests every lock of `mask` for `owner`.
     pub(crate) fn acquire(
         &self,
-        owner: OwnerId,
+        owner: &Owner,
         mask: LockMask,
         who: Requester,
         wait: Wait,
@@ -308,38 +418,87 @@ impl Arbiter {
         if state.gone {
             return Err(AcquireError::Gone);
         }
-        if reentry == Reentry::Refuse && state.held_by(owner) & mask != 0 {
-            return Err(AcquireError::Deadlock);
-        }
-        if !state.is_blocked(mask) {
-            let owner_died = state.grant(owner, mask, &who);
-            return Ok(Acquired {
-                owner_died,
-                waited_ns: 0,
-            });
-        }
         let now = monotonic_ns();
-        if wait.is_over(now) {
-            return Err(AcquireError::Busy {
-                holder_pid: state.holder_pid(mask),
-            });
+        state.expire_polls(now);
+        // A call restarted after a stop, or a poller's next try, takes up
+        // its place, granted meanwhile or not; any other request of the
+        // file gives its places up.
+        let waiter = match state.take_parked(owner, mask) {
+            Some(waiter) if wait == Wait::Try => {
+                let result = state.try_place(&waiter, now);
+                unlock(state);
+                return result;
+            }
+            Some(waiter) => {
+                state.claim_place(&waiter);
+                waiter
+            }
+            None => {
+                state.drop_parked(owner);
+                if reentry == Reentry::Refuse && state.held_by(owner) & mask != 0 {
+                    unlock(state);
+                    return Err(AcquireError::Deadlock);
+                }
+                if !state.is_blocked(owner, mask) {
+                    let owner_died = state.grant(owner, mask, &who);
+                    // Its file holds more now: its other queued requests,
+                    // and those of files waiting on it, may pass more.
+                    state.let_holders_pass();
+                    unlock(state);
+                    return Ok(Acquired {
+                        owner_died,
+                        waited_ns: 0,
+                    });
+                }
+                if wait.is_over(now) {
+                    let holder_pid = state.holder_pid(mask);
+                    if wait == Wait::Try
+                        && state.wanted & mask != 0
+                        && state.held_by(owner) & mask == 0
+                    {
+                        // Others are queued for it: without a place this
+                        // poller could fail for ever. Best effort: with no
+                        // memory, it just fails this time.
+                        if let Ok(place) = self.new_waiter(owner, mask, who, now) {
+                            state.add_poll_place(place, now);
+                        }
+                    }
+                    unlock(state);
+                    return Err(match wait {
+                        Wait::Until(_) => AcquireError::TimedOut { holder_pid },
+                        Wait::Try | Wait::Forever => AcquireError::Busy { holder_pid },
+                    });
+                }
+                let waiter = self.new_waiter(owner, mask, who, now)?;
+                state.enqueue(waiter.clone())?;
+                waiter
+            }
+        };
+        if !state.wakeups.is_empty() {
+            // Queueing let other waiters through (they no longer wait for
+            // this file), or a parked place was given up: wake them before
+            // this one sleeps.
+            let wakeups = state.wakeups.take();
+            drop(state);
+            wakeups.send();
+            state = self.state.lock();
         }
 
-        let waiter = self.new_waiter(owner, mask, who)?;
-        state.enqueue(waiter.clone())?;
-
-        let result = wait::wait_until(&waiter.wake, &mut state, wait, |state, woken| {
-            if woken == Some(Woken::Notified) {
-                state.count_spurious(&waiter);
+        let mut woken = None;
+        let result = loop {
+            if let Some(settled) = state.woke(&waiter, woken, wait) {
+                break settled;
             }
-            state.settle(
-                &waiter,
-                woken == Some(Woken::Signal),
-                woken == Some(Woken::Deadline),
-            )
-        });
+            // A watcher wakes when the lease it watches ends, at the latest.
+            let sleep = match (*waiter.watch.access(&state), wait) {
+                (Some(end), Wait::Until(deadline)) => Wait::Until(end.min(deadline)),
+                (Some(end), _) => Wait::Until(end),
+                (None, wait) => wait,
+            };
+            woken = Some(wait::sleep(&waiter.wake, &mut state, sleep));
+        };
 
-        let waited_ns = u64::try_from(monotonic_ns() - now).unwrap_or(0);
+        let waited_ns = u64::try_from(monotonic_ns() - waiter.queued_ns).unwrap_or(0);
         let result = match result {
             Ok(grant) if !state.gone => {
                 state.record_wait(mask, waited_ns);
@@ -354,6 +513,13 @@ impl Arbiter {
                 state.release_locks(mask, false);
                 Err(AcquireError::Gone)
             }
+            // Stopped, frozen or trapped by ptrace: the call will be
+            // restarted, and finds its place again.
+            Err(AcquireError::Interrupted)
+                if signal_restarts_without_handler() && state.park(&waiter) =>
+            {
+                Err(AcquireError::Interrupted)
+            }
             Err(e) => {
                 state.dequeue(&waiter);
                 Err(e)
@@ -365,18 +531,21 @@ impl Arbiter {
 
     fn new_waiter(
         &self,
-        owner: OwnerId,
+        owner: &Owner,
         mask: LockMask,
         who: Requester,
+        queued_ns: i64,
     ) -> Result<Arc<Waiter>, AcquireError> {
         Arc::pin_init(
             pin_init!(Waiter {
                 wake <- new_condvar!("tenstorrent_lock_waiter"),
-                owner,
+                owner: owner.clone(),
                 mask,
                 who,
+                queued_ns,
                 grant: LockedBy::new(&self.state, None),
-                notified: LockedBy::new(&self.state, false),
+                lease: LockedBy::new(&self.state, None),
+                watch: LockedBy::new(&self.state, None),
             }),
             GFP_KERNEL,
         )
@@ -385,12 +554,14 @@ impl Arbiter {
 
     /// Releases every lock of `mask`, all or nothing. `EPERM` unless
     /// `owner` holds all of them.
-    pub(crate) fn release(&self, owner: OwnerId, mask: LockMask) -> Result {
+    pub(crate) fn release(&self, owner: &Owner, mask: LockMask) -> Result {
         let mut state = self.state.lock();
         if state.gone {
             return Err(ENODEV);
         }
+        state.drop_parked(owner);
         if state.held_by(owner) & mask != mask {
+            unlock(state);
             return Err(EPERM);
         }
         state.release_locks(mask, false);
@@ -401,7 +572,7 @@ impl Arbiter {
     /// Undoes a grant of `mask` to `owner` whose caller could not be told:
     /// the locks are released, and the owner-died marks the grant consumed
     /// (`owner_died`) are put back for the next acquirer.
-    pub(crate) fn undo(&self, owner: OwnerId, mask: LockMask, owner_died: LockMask) {
+    pub(crate) fn undo(&self, owner: &Owner, mask: LockMask, owner_died: LockMask) {
         let mut state = self.state.lock();
         if state.held_by(owner) & mask != mask {
             return;
@@ -415,8 +586,9 @@ impl Arbiter {
 
     /// Releases every lock `owner` holds because its file is closing: the
     /// locks are marked "owner died" for their next acquirer.
-    pub(crate) fn release_all(&self, owner: OwnerId) {
+    pub(crate) fn release_all(&self, owner: &Owner) {
         let mut state = self.state.lock();
+        state.drop_parked(owner);
         let mask = state.held_by(owner);
         if mask != 0 {
             state.release_locks(mask, true);
@@ -425,17 +597,20 @@ impl Arbiter {
     }
 
     /// Whether `owner` holds lock `index`, and whether anyone does.
-    pub(crate) fn test(&self, owner: OwnerId, index: usize) -> Result<(bool, bool)> {
+    pub(crate) fn test(&self, owner: &Owner, index: usize) -> Result<(bool, bool)> {
         let state = self.state.lock();
         if state.gone {
             return Err(ENODEV);
         }
         let holder = state.slots[index].holder.as_ref();
-        Ok((holder.is_some_and(|h| h.owner == owner), holder.is_some()))
+        Ok((
+            holder.is_some_and(|h| h.owner.id == owner.id),
+            holder.is_some(),
+        ))
     }
 
     /// The state of lock `index`, as seen by `owner` (if any).
-    pub(crate) fn query(&self, owner: Option<OwnerId>, index: usize) -> Result<LockInfo> {
+    pub(crate) fn query(&self, owner: Option<&Owner>, index: usize) -> Result<LockInfo> {
         let state = self.state.lock();
         if state.gone {
             return Err(ENODEV);
@@ -447,13 +622,17 @@ impl Arbiter {
                 .holder
                 .as_ref()
                 .map(|h| (h.who.pid_for_caller(), h.who.comm)),
-            held_by_caller: slot.holder.as_ref().is_some_and(|h| Some(h.owner) == owner),
+            held_by_caller: slot
+                .holder
+                .as_ref()
+                .zip(owner)
+                .is_some_and(|(h, owner)| h.owner.id == owner.id),
             held_ns: slot
                 .holder
                 .as_ref()
                 .map_or(0, |h| u64::try_from(now - h.since_ns).unwrap_or(0)),
             owner_died: slot.owner_died,
-            waiters: slot.waiters,
+            waiters: slot.waiters - slot.polls,
             stats: slot.stats,
         })
     }
@@ -478,26 +657,64 @@ impl Arbiter {
             let Some(waiter) = state.queue.get(position).cloned() else {
                 break;
             };
-            state.wake(waiter);
+            state.wakeups.push(waiter);
         }
         unlock(state);
     }
 }
 
 impl State {
-    fn held_by(&self, owner: OwnerId) -> LockMask {
-        indices(self.held)
-            .filter(|&i| {
-                self.slots[i]
-                    .holder
-                    .as_ref()
-                    .is_some_and(|h| h.owner == owner)
-            })
-            .fold(0, |mask, i| mask | bit(i))
+    fn held_by(&self, owner: &Owner) -> LockMask {
+        owner.record.counts.access(self).held
     }
 
-    fn is_blocked(&self, mask: LockMask) -> bool {
-        (self.held | self.wanted) & mask != 0
+    /// Whether a new request of `owner` for `mask` must wait: a lock of it
+    /// is held, or an earlier waiter wants one and may not be passed.
+    fn is_blocked(&self, owner: &Owner, mask: LockMask) -> bool {
+        if self.held & mask != 0 {
+            return true;
+        }
+        self.wanted & mask != 0 && !self.may_pass(owner, mask, self.queue.len())
+    }
+
+    /// Whether a request of `owner` for `mask`, placed at `position` in the
+    /// queue, may pass every earlier waiter that wants one of its locks:
+    /// those waiters cannot be granted before `owner` releases.
+    ///
+    /// A waiter cannot be granted before `owner` releases when it wants a
+    /// lock `owner` holds, or a lock an earlier such waiter wants (it is
+    /// behind that one), or a lock held by the file of such a waiter, queued
+    /// anywhere (that file is itself stuck, so it cannot be relied on to
+    /// release). The scan repeats while that last rule finds new locks: at
+    /// most once per lock. It may count a waiter as stuck that could in
+    /// fact pass the stuck one ahead of it; the requester then passes it
+    /// too, which never makes anyone wait for ever: the requester only
+    /// passes waiters that wait for it.
+    fn may_pass(&self, owner: &Owner, mask: LockMask, position: usize) -> bool {
+        let mut waits_for_owner = self.held_by(owner);
+        loop {
+            let mut stuck: LockMask = 0;
+            let mut ahead: LockMask = 0;
+            let mut grew = false;
+            for (at, waiter) in self.queue.iter().enumerate() {
+                if at == position {
+                    continue;
+                }
+                if waiter.mask & (waits_for_owner | stuck) != 0 {
+                    stuck |= waiter.mask;
+                    let theirs = self.held_by(&waiter.owner) & !waits_for_owner;
+                    if theirs != 0 {
+                        waits_for_owner |= theirs;
+                        grew = true;
+                    }
+                } else if at < position {
+                    ahead |= waiter.mask;
+                }
+            }
+            if !grew {
+                return ahead & mask == 0;
+            }
+        }
     }
 
     fn holder_pid(&self, mask: LockMask) -> u32 {
@@ -507,8 +724,22 @@ impl State {
     }
 
     /// Makes `owner` the holder of every lock of `mask` and consumes their
-    /// owner-died marks, which it returns.
-    fn grant(&mut self, owner: OwnerId, mask: LockMask, who: &Requester) -> LockMask {
+    /// owner-died marks, which it returns; counted as a grant.
+    fn grant(&mut self, owner: &Owner, mask: LockMask, who: &Requester) -> LockMask {
+        let owner_died = self.keep(owner, mask, who);
+        self.count_grant(mask);
+        owner_died
+    }
+
+    fn count_grant(&mut self, mask: LockMask) {
+        for i in indices(mask) {
+            self.slots[i].stats.acquisitions += 1;
+        }
+    }
+
+    /// [`Self::grant`] without counting it: for locks kept for a poller,
+    /// counted once it takes them ([`Self::claim_place`]).
+    fn keep(&mut self, owner: &Owner, mask: LockMask, who: &Requester) -> LockMask {
         let now = monotonic_ns();
         let mut owner_died = 0;
         for i in indices(mask) {
@@ -518,18 +749,28 @@ impl State {
                 slot.owner_died = false;
             }
             slot.holder = Some(Holder {
-                owner,
+                owner: owner.clone(),
                 who: who.clone(),
                 since_ns: now,
             });
-            slot.stats.acquisitions += 1;
         }
         self.held |= mask;
+        let counts = owner.record.counts.access_mut(self);
+        let was_holding = counts.held != 0;
+        counts.held |= mask;
+        let queued = counts.queued;
+        if !was_holding && mask != 0 {
+            self.waiting_holders += queued;
+        }
         owner_died
     }
 
+    /// Adds `waiter` at the back of the queue. Other waiters may now pass
+    /// earlier ones that wait for this waiter's file ([`Self::may_pass`]):
+    /// they are granted, to be woken when the mutex is released.
     fn enqueue(&mut self, waiter: Arc<Waiter>) -> Result<(), AcquireError> {
         let mask = waiter.mask;
+        let owner = waiter.owner.clone();
         self.queue
             .push_back(waiter, GFP_KERNEL)
             .map_err(|_| AcquireError::NoMemory)?;
@@ -537,17 +778,35 @@ impl State {
             self.slots[i].waiters += 1;
         }
         self.wanted |= mask;
+        let counts = owner.record.counts.access_mut(self);
+        counts.queued += 1;
+        if counts.held != 0 {
+            self.waiting_holders += 1;
+            self.let_holders_pass();
+        }
+        if !self.polls.is_empty() {
+            self.assign_watches();
+        }
         Ok(())
     }
 
     fn forget_waiter_at(&mut self, position: usize) -> Option<Arc<Waiter>> {
         let waiter = self.queue.remove(position)?;
+        let poll = waiter.lease.access(self).is_some();
         for i in indices(waiter.mask) {
             let slot = &mut self.slots[i];
             slot.waiters -= 1;
+            if poll {
+                slot.polls -= 1;
+            }
             if slot.waiters == 0 {
                 self.wanted &= !bit(i);
             }
+        }
+        let counts = waiter.owner.record.counts.access_mut(self);
+        counts.queued -= 1;
+        if counts.held != 0 {
+            self.waiting_holders -= 1;
         }
         Some(waiter)
     }
@@ -560,17 +819,28 @@ impl State {
             self.forget_waiter_at(position);
             self.hand_off(waiter.mask);
         }
+        // A watcher that leaves passes its watch on.
+        if waiter.watch.access_mut(self).take().is_some() {
+            self.assign_watches();
+        }
     }
 
     fn release_locks(&mut self, mask: LockMask, owner_died: bool) {
         let now = monotonic_ns();
         for i in indices(mask) {
-            let slot = &mut self.slots[i];
-            if let Some(holder) = slot.holder.take() {
+            if let Some(holder) = self.slots[i].holder.take() {
                 let held = u64::try_from(now - holder.since_ns).unwrap_or(0);
-                slot.stats.max_hold_ns = slot.stats.max_hold_ns.max(held);
+                let stats = &mut self.slots[i].stats;
+                stats.max_hold_ns = stats.max_hold_ns.max(held);
+                let counts = holder.owner.record.counts.access_mut(self);
+                counts.held &= !bit(i);
+                if counts.held == 0 {
+                    let queued = counts.queued;
+                    self.waiting_holders -= queued;
+                }
             }
             if owner_died {
+                let slot = &mut self.slots[i];
                 slot.owner_died = true;
                 slot.stats.owner_died += 1;
             }
@@ -584,7 +854,8 @@ impl State {
     ///
     /// Only locks of `freed` can have become available, so the scan stops as
     /// soon as each of them is held again or wanted by a waiter that is still
-    /// queued ahead of the rest.
+    /// queued ahead of the rest. Waiters whose files hold locks may also
+    /// pass earlier ones ([`Self::let_holders_pass`]).
     fn hand_off(&mut self, freed: LockMask) {
         if self.gone {
             return;
@@ -603,18 +874,280 @@ impl State {
             let Some(waiter) = self.forget_waiter_at(position) else {
                 return;
             };
-            let owner_died = self.grant(waiter.owner, mask, &waiter.who);
-            *waiter.grant.access_mut(self) = Some(Grant { owner_died });
-            self.wake(waiter);
+            self.grant_waiter(waiter);
+        }
+        self.let_holders_pass();
+    }
+
+    /// Grants every queued request of a file that holds locks whose locks
+    /// are free and that may pass the waiters ahead of it
+    /// ([`Self::may_pass`]). Such a grant gives its file more locks, which
+    /// may let others pass in turn, so the scan starts again after each.
+    ///
+    /// Only files that hold a lock can pass anyone: with none of them
+    /// queued ([`State::waiting_holders`]) this costs nothing.
+    fn let_holders_pass(&mut self) {
+        if self.gone {
+            return;
+        }
+        let mut position = 0;
+        while self.waiting_holders > 0 {
+            let Some(waiter) = self.queue.get(position) else {
+                break;
+            };
+            let passes = waiter.mask & self.held == 0
+                && self.held_by(&waiter.owner) != 0
+                && self.may_pass(&waiter.owner, waiter.mask, position);
+            if !passes {
+                position += 1;
+                continue;
+            }
+            let Some(waiter) = self.forget_waiter_at(position) else {
+                return;
+            };
+            self.grant_waiter(waiter);
+            position = 0;
         }
     }
 
-    /// Wakes `waiter`, which must have been granted or the card be gone,
-    /// once the mutex is released: every wake-up the driver sends goes
-    /// through here.
-    fn wake(&mut self, waiter: Arc<Waiter>) {
-        *waiter.notified.access_mut(self) = true;
+    /// Keeps `waiter`, whose call was stopped and will be restarted, in
+    /// its place for the restarted call ([`Self::take_parked`]). `false`
+    /// when there is no memory to remember it: it then leaves the queue as
+    /// an interrupted waiter does.
+    fn park(&mut self, waiter: &Arc<Waiter>) -> bool {
+        let counts = waiter.owner.record.counts.access_mut(self);
+        if counts.parked.push(waiter.clone(), GFP_KERNEL).is_err() {
+            return false;
+        }
+        // A stopped watcher would not wake to hand a kept lock on: another
+        // waiter watches instead.
+        if waiter.watch.access_mut(self).take().is_some() {
+            self.assign_watches();
+        }
+        true
+    }
+
+    /// The place of `owner` for exactly `mask` (a stopped call's or a
+    /// poller's), no longer parked.
+    fn take_parked(&mut self, owner: &Owner, mask: LockMask) -> Option<Arc<Waiter>> {
+        let parked = &mut owner.record.counts.access_mut(self).parked;
+        let position = parked.iter().position(|w| w.mask == mask)?;
+        parked.remove(position).ok()
+    }
+
+    /// Gives up the places of `owner` (of its stopped calls and its poll
+    /// places): its file does something else than restarting or retrying
+    /// them, or closes. A poller that moves on polls no more.
+    fn drop_parked(&mut self, owner: &Owner) {
+        loop {
+            let place = owner.record.counts.access(self).parked.first().cloned();
+            let Some(place) = place else {
+                return;
+            };
+            self.give_up_place(&place);
+        }
+    }
+
+    /// Takes `place` out of its owner's parked places and out of the poll
+    /// places.
+    fn forget_place(&mut self, place: &Arc<Waiter>) {
+        let parked = &mut place.owner.record.counts.access_mut(self).parked;
+        if let Some(position) = parked.iter().position(|w| Arc::ptr_eq(w, place)) {
+            let _ = parked.remove(position);
+        }
+        if let Some(position) = self.polls.iter().position(|w| Arc::ptr_eq(w, place)) {
+            let _ = self.polls.remove(position);
+        }
+    }
+
+    /// Gives up a stopped call's place or a poll place. One still queued
+    /// leaves the queue; one granted meanwhile gives its locks back (its
+    /// caller was never told), with the owner-died marks it consumed.
+    fn give_up_place(&mut self, place: &Arc<Waiter>) {
+        self.forget_place(place);
+        match *place.grant.access(self) {
+            Some(grant) if self.held_by(&place.owner) & place.mask == place.mask => {
+                for i in indices(grant.owner_died) {
+                    self.slots[i].owner_died = true;
+                }
+                self.release_locks(place.mask, false);
+            }
+            Some(_) => {}
+            None => self.dequeue(place),
+        }
+    }
+
+    /// Adds a poll place for a try that just failed (`place`, a new
+    /// waiter nobody sleeps on). Best effort: without memory there is none.
+    fn add_poll_place(&mut self, place: Arc<Waiter>, now: i64) {
+        *place.lease.access_mut(self) = Some(now + POLL_LEASE_NS);
+        for i in indices(place.mask) {
+            self.slots[i].polls += 1;
+        }
+        if self.enqueue(place.clone()).is_err() {
+            for i in indices(place.mask) {
+                self.slots[i].polls -= 1;
+            }
+            return;
+        }
+        if self.polls.push(place.clone(), GFP_KERNEL).is_err() || !self.park(&place) {
+            self.give_up_place(&place);
+        }
+    }
+
+    /// A try of the file that has `place` (for the same locks, taken out of
+    /// its parked places): the locks if they were granted to the place
+    /// meanwhile, else `Busy`, the place staying with a new lease (a
+    /// stopped call's place becomes a poll place).
+    fn try_place(&mut self, place: &Arc<Waiter>, now: i64) -> Result<Acquired, AcquireError> {
+        if let Some(grant) = *place.grant.access(self) {
+            self.claim_place(place);
+            let waited_ns = u64::try_from(now - place.queued_ns).unwrap_or(0);
+            self.record_wait(place.mask, waited_ns);
+            return Ok(Acquired {
+                owner_died: grant.owner_died,
+                waited_ns,
+            });
+        }
+        let holder_pid = self.holder_pid(place.mask);
+        let was_poll = place
+            .lease
+            .access_mut(self)
+            .replace(now + POLL_LEASE_NS)
+            .is_some();
+        if !was_poll {
+            for i in indices(place.mask) {
+                self.slots[i].polls += 1;
+            }
+            if self.polls.push(place.clone(), GFP_KERNEL).is_err() {
+                self.give_up_place(place);
+                return Err(AcquireError::Busy { holder_pid });
+            }
+        }
+        if !self.park(place) {
+            self.give_up_place(place);
+        }
+        Err(AcquireError::Busy { holder_pid })
+    }
+
+    /// A blocking call takes up `place` (taken out of its file's parked
+    /// places): a poll place becomes an ordinary waiter, and locks kept
+    /// for it become a grant, counted now.
+    fn claim_place(&mut self, place: &Arc<Waiter>) {
+        if place.lease.access_mut(self).take().is_none() {
+            return;
+        }
+        if let Some(position) = self.polls.iter().position(|w| Arc::ptr_eq(w, place)) {
+            let _ = self.polls.remove(position);
+        }
+        if place.grant.access(self).is_some() {
+            self.count_grant(place.mask);
+        } else {
+            for i in indices(place.mask) {
+                self.slots[i].polls -= 1;
+            }
+        }
+    }
+
+    /// Gives up the poll places whose lease has ended: one still queued
+    /// leaves the queue, locks kept for one go to the next waiters.
+    fn expire_polls(&mut self, now: i64) {
+        let mut position = 0;
+        while let Some(place) = self.polls.get(position).cloned() {
+            if place.lease.access(self).is_some_and(|end| end > now) {
+                position += 1;
+                continue;
+            }
+            self.give_up_place(&place);
+        }
+    }
+
+    /// Gives each lock kept for a poller a watch: the first sleeping waiter
+    /// queued for one of its locks wakes when the lease ends, at the
+    /// latest, to hand it on ([`Self::expire_polls`] in [`Self::woke`]).
+    fn assign_watches(&mut self) {
+        let mut position = 0;
+        while let Some(place) = self.polls.get(position).cloned() {
+            position += 1;
+            let (Some(_), Some(end)) = (*place.grant.access(self), *place.lease.access(self))
+            else {
+                continue;
+            };
+            let watcher = self
+                .queue
+                .iter()
+                .find(|w| {
+                    w.mask & place.mask != 0
+                        && w.lease.access(self).is_none()
+                        && !w
+                            .owner
+                            .record
+                            .counts
+                            .access(self)
+                            .parked
+                            .iter()
+                            .any(|p| Arc::ptr_eq(p, w))
+                })
+                .cloned();
+            let Some(watcher) = watcher else {
+                continue;
+            };
+            let watch = watcher.watch.access_mut(self);
+            if watch.is_none_or(|t| t > end) {
+                *watch = Some(end);
+                // To sleep again, with the watch's timeout.
+                self.wakeups.push(watcher);
+            }
+        }
+    }
+
+    /// Grants a waiter just taken out of the queue, and wakes it once the
+    /// mutex is released: every wake-up of a waiter of a card that is still
+    /// there goes through here.
+    ///
+    /// A poll place is not woken (nobody sleeps on it): its locks are kept
+    /// for its poller while its lease lasts; an expired one is passed over.
+    fn grant_waiter(&mut self, waiter: Arc<Waiter>) {
+        if let Some(end) = *waiter.lease.access(self) {
+            if end <= monotonic_ns() {
+                self.forget_place(&waiter);
+                return;
+            }
+            let owner_died = self.keep(&waiter.owner, waiter.mask, &waiter.who);
+            *waiter.grant.access_mut(self) = Some(Grant { owner_died });
+            self.assign_watches();
+            return;
+        }
+        let owner_died = self.grant(&waiter.owner, waiter.mask, &waiter.who);
+        *waiter.grant.access_mut(self) = Some(Grant { owner_died });
         self.wakeups.push(waiter);
+    }
+
+    /// What a queued waiter makes of a return from its sleep (`woken`;
+    /// `None` before its first sleep), waiting as `wait` says: done
+    /// ([`Self::settle`]), or on it waits. A watcher whose watch is due
+    /// hands on the locks kept for a poller whose lease ended, maybe to
+    /// itself. A return that found nothing to act on is counted as
+    /// spurious ([`Self::count_spurious`]).
+    fn woke(
+        &mut self,
+        waiter: &Waiter,
+        woken: Option<Woken>,
+        wait: Wait,
+    ) -> Option<Result<Grant, AcquireError>> {
+        let now = monotonic_ns();
+        let watch = *waiter.watch.access(self);
+        if watch.is_some_and(|end| end <= now) {
+            *waiter.watch.access_mut(self) = None;
+            self.expire_polls(now);
+        }
+        // The sleep may have ended at the watch's time, not the deadline.
+        let timed_out = woken == Some(Woken::Deadline) && wait.is_over(now);
+        let settled = self.settle(waiter, woken == Some(Woken::Signal), timed_out);
+        if settled.is_none() && woken.is_some() && watch.is_none() {
+            self.count_spurious(waiter);
+        }
+        settled
     }
 
     /// Decides whether a queued waiter is done (see [`wait::settle`]).
@@ -648,17 +1181,18 @@ impl State {
         }
     }
 
-    /// Counts a wake-up that the driver sent to `waiter` without a grant.
+    /// Counts a return of `waiter` from its sleep that found nothing to
+    /// act on: no grant, no signal, no deadline, and the card still there.
+    /// Whoever caused it (a wake-up of the driver, a late one the scheduler
+    /// delivers for an earlier sleep, a timer that fired early), the waiter
+    /// ran for nothing.
     fn count_spurious(&mut self, waiter: &Waiter) {
-        let woken_by_driver = *waiter.notified.access(self);
-        if woken_by_driver && waiter.grant.access(self).is_none() && !self.gone {
-            for i in indices(waiter.mask) {
-                self.slots[i].stats.spurious_wakeups += 1;
-            }
+        for i in indices(waiter.mask) {
+            self.slots[i].stats.spurious_wakeups += 1;
         }
     }
 }
 
-#[cfg(CONFIG_KUNIT)]
+#[cfg(tt_kunit)]
 #[path = "../tests/kunit/arbiter_tests.rs"]
 mod kunit;

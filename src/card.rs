@@ -7,6 +7,7 @@ use crate::{
         Arbiter,
         OwnerId, //
     },
+    mapping::CardMemory,
     tlb::{
         Layout,
         TlbPool, //
@@ -47,6 +48,9 @@ pub(crate) struct Card {
     pub(crate) arbiter: Arbiter,
     #[pin]
     pub(crate) tlb: TlbPool,
+    /// The BARs and the mappings of them (src/mapping.rs).
+    #[pin]
+    pub(crate) memory: CardMemory,
     /// The open files and the processes that opened them.
     #[pin]
     openers: Mutex<KVec<Opener>>,
@@ -63,6 +67,7 @@ impl Card {
         ordinal: u32,
         pci: PciIdentity,
         layout: Layout,
+        memory: impl PinInit<CardMemory>,
     ) -> Result<impl PinInit<Self>> {
         let arbiter = Arbiter::new()?;
         let tlb = TlbPool::new(layout)?;
@@ -71,6 +76,7 @@ impl Card {
             pci,
             arbiter <- arbiter,
             tlb <- tlb,
+            memory <- memory,
             openers <- new_mutex!(KVec::new()),
         }))
     }
@@ -79,6 +85,9 @@ impl Card {
     pub(crate) fn shut_down(&self) {
         self.arbiter.shut_down();
         self.tlb.shut_down();
+        // After the pool refuses faults of windows: every mapping of the
+        // card goes before its BARs are released.
+        self.memory.revoke_all();
     }
 
     /// Records that the calling process opened the file `owner`.
@@ -92,11 +101,15 @@ impl Card {
 
     /// Forgets the file `owner`, which is being closed.
     pub(crate) fn remove_opener(&self, owner: OwnerId) {
-        let mut openers = self.openers.lock();
-        if let Some(position) = openers.iter().position(|o| o.owner == owner) {
-            // The opener's task reference goes after the mutex is released.
-            let _gone = openers.remove(position);
-        }
+        let gone = {
+            let mut openers = self.openers.lock();
+            let position = openers.iter().position(|o| o.owner == owner);
+            position.map(|position| openers.remove(position))
+        };
+        // The opener's task reference is dropped here, after the mutex is
+        // released: if it is the last one (the opener has exited), freeing
+        // the task needs no lock of ours, so the list is not held meanwhile.
+        drop(gone);
     }
 
     /// The pid of the opener of each open file, in the caller's pid

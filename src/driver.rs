@@ -3,11 +3,13 @@
 //! PCI binding: one `/dev/tenstorrent/N` per bound card.
 
 use crate::{
+    bars::Bars,
     card::{
         Card,
         PciIdentity, //
     },
     debugfs::CardDebugfs,
+    mapping::CardMemory,
     procfs::CardProc,
     registry::Ordinal,
     rust_ext::{
@@ -145,8 +147,14 @@ impl pci::Driver for TenstorrentDriver {
             pdev.resource_len(4).unwrap_or(0),
             crate::module_parameters::emulated_tlb_layout.value(),
         );
+        let bars = Bars::map(pdev);
+        let windows = layout.classes().iter().map(|c| c.total as usize).sum();
+        let memory = CardMemory::new(bars, windows)?;
         let ordinal = Ordinal::take()?;
-        let card = Arc::pin_init(Card::new(ordinal.number(), identity, layout)?, GFP_KERNEL)?;
+        let card = Arc::pin_init(
+            Card::new(ordinal.number(), identity, layout, memory)?,
+            GFP_KERNEL,
+        )?;
         let name = CString::try_from_fmt(fmt!("tenstorrent/{}", ordinal.number()))?;
         let node = CharDevice::new(
             ordinal.region(),

@@ -120,6 +120,6 @@ impl<T> Fifo<T> {
     }
 }
 
-#[cfg(CONFIG_KUNIT)]
+#[cfg(tt_kunit)]
 #[path = "../tests/kunit/fifo_tests.rs"]
 mod kunit;

@@ -10,20 +10,37 @@ use crate::{
     arbiter::{
         bit,
         AcquireError,
-
         LockMask,
-        OwnerId,
+        Owner,
         Reentry,
         Requester,
         LOCK_COUNT, //
     },
     card::Card,
-    rust_ext::chrdev::FileOperations,
-    tlb::TlbError,
+    mapping::{
+        self,
+        Target, //
+    },
+    rust_ext::{
+        chrdev::FileOperations,
+        mm::{
+            vma_offset,
+            FaultResult,
+            SharedMapping,
+            VmFault, //
+        },
+        time::monotonic_from_caller, //
+    },
+    tlb::{
+        TlbError,
+        MAX_WINDOWS, //
+    },
+    tlb_regs::NocTlbConfig,
     uapi::{
         self,
         AllocateTlbIn,
         AllocateTlbOut,
+        ConfigureTlbIn,
         DeviceInfoOut,
         DriverInfoOut,
         FreeTlbIn,
@@ -33,6 +50,8 @@ use crate::{
         LockCtlOut,
         LockQuery,
         LockRelease,
+        Mapping,
+        QueryMappingsIn,
         TlbAllocate, //
     },
     wait::Wait,
@@ -46,6 +65,7 @@ use kernel::{
         _IOC_SIZE,
         _IOC_TYPE, //
     },
+    mm::virt::VmaNew,
     prelude::*,
     sync::Arc,
     uaccess::{
@@ -65,7 +85,7 @@ const MAX_ARGSZ: u32 = 4096;
 /// The private data of an open file.
 pub(crate) struct OpenFile {
     card: Arc<Card>,
-    owner: OwnerId,
+    owner: Owner,
 }
 
 impl FileOperations for Card {
@@ -75,7 +95,8 @@ impl FileOperations for Card {
         if card.is_gone() {
             return Err(ENODEV);
         }
-        let owner = card.arbiter.new_owner();
+        let owner = card.arbiter.new_owner()?;
+        let id = owner.id();
         let open = KBox::new(
             OpenFile {
                 card: card.clone(),
@@ -83,14 +104,16 @@ impl FileOperations for Card {
             },
             GFP_KERNEL,
         )?;
-        card.add_opener(owner)?;
+        card.add_opener(id)?;
         Ok(open)
     }
 
     fn release(open: KBox<OpenFile>, _file: &File) {
-        open.card.arbiter.release_all(open.owner);
-        open.card.tlb.free_all(open.owner);
-        open.card.remove_opener(open.owner);
+        open.card.arbiter.release_all(&open.owner);
+        open.card
+            .tlb
+            .free_all_revoking(open.owner.id(), &|id| open.revoke_window(id));
+        open.card.remove_opener(open.owner.id());
     }
 
     fn ioctl(open: &OpenFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -109,8 +132,34 @@ impl FileOperations for Card {
             Command::AllocateTlb => open.allocate_tlb(arg),
             Command::FreeTlb => open.free_tlb(arg),
             Command::TlbAllocate => open.tlb_allocate(arg),
+            Command::QueryMappings => open.query_mappings(arg),
+            Command::ConfigureTlb => open.configure_tlb(arg),
         }?;
         Ok(0)
+    }
+
+    fn shared_mapping(card: &Arc<Card>) -> Option<&SharedMapping> {
+        Some(card.memory.shared_mapping())
+    }
+
+    fn mmap(open: &OpenFile, _file: &File, vma: &VmaNew) -> Result {
+        open.mmap(vma)
+    }
+
+    /// A window mapping is one piece, as in tt-kmd 2.10 (its test program
+    /// checks that a partial munmap of a window fails); BAR mappings split.
+    fn may_split(_open: &OpenFile, offset: u64) -> Result {
+        if mapping::is_window_offset(offset) {
+            Err(EINVAL)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn fault(open: &OpenFile, fault: &VmFault) -> FaultResult {
+        open.card
+            .memory
+            .fault(&open.card.tlb, open.owner.id(), fault)
     }
 }
 
@@ -126,6 +175,8 @@ enum Command {
     AllocateTlb,
     FreeTlb,
     TlbAllocate,
+    QueryMappings,
+    ConfigureTlb,
 }
 
 impl Command {
@@ -136,6 +187,8 @@ impl Command {
             uapi::LOCK_CTL => return Some(Self::LockCtl),
             uapi::ALLOCATE_TLB => return Some(Self::AllocateTlb),
             uapi::FREE_TLB => return Some(Self::FreeTlb),
+            uapi::QUERY_MAPPINGS => return Some(Self::QueryMappings),
+            uapi::CONFIGURE_TLB => return Some(Self::ConfigureTlb),
             _ => {}
         }
         // Our commands carry their struct's size, which grows with new
@@ -231,13 +284,20 @@ fn lock_index(index: u32) -> Result<usize> {
     }
 }
 
-/// The wait of an ACQUIRE or ACQUIRE_SET from its flags.
+/// The wait of an ACQUIRE, ACQUIRE_SET or TLB_ALLOCATE from its flags. A
+/// deadline is on the caller's `CLOCK_MONOTONIC`, which a time namespace
+/// may offset from the host's: converted here, on every call (a restarted
+/// call converts it again, with the same result).
 fn wait_from_flags(flags: u32, deadline_ns: u64) -> Result<Wait> {
     match flags {
         0 => Ok(Wait::Forever),
         uapi::LOCK_NONBLOCK => Ok(Wait::Try),
         // A deadline beyond `i64::MAX` ns (292 years) is as good as none.
-        uapi::LOCK_DEADLINE => Ok(i64::try_from(deadline_ns).map_or(Wait::Forever, Wait::Until)),
+        uapi::LOCK_DEADLINE => Ok(
+            i64::try_from(deadline_ns).map_or(Wait::Forever, |deadline| {
+                Wait::Until(monotonic_from_caller(deadline))
+            }),
+        ),
         _ => Err(EINVAL),
     }
 }
@@ -327,7 +387,7 @@ impl OpenFile {
         let arbiter = &self.card.arbiter;
         let acquire = |wait| {
             arbiter.acquire(
-                self.owner,
+                &self.owner,
                 bit(index),
                 Requester::current(),
                 wait,
@@ -346,13 +406,13 @@ impl OpenFile {
                 Err(AcquireError::Busy { .. }) => 0,
                 Err(e) => return Err(e.errno().0),
             },
-            uapi::LOCK_CTL_RELEASE => match arbiter.release(self.owner, bit(index)) {
+            uapi::LOCK_CTL_RELEASE => match arbiter.release(&self.owner, bit(index)) {
                 Ok(()) => 1,
                 Err(e) if e == EPERM => 0,
                 Err(e) => return Err(e),
             },
             uapi::LOCK_CTL_TEST => {
-                let (mine, held) = arbiter.test(self.owner, index)?;
+                let (mine, held) = arbiter.test(&self.owner, index)?;
                 u8::from(mine) | u8::from(held) << 1
             }
             uapi::LOCK_CTL_ACQUIRE_BLOCKING => match acquire(Wait::Forever) {
@@ -377,7 +437,7 @@ impl OpenFile {
             &answer.encode(),
         );
         if let (Err(_), Some(grant)) = (&written, acquired) {
-            arbiter.undo(self.owner, bit(index), grant.owner_died);
+            arbiter.undo(&self.owner, bit(index), grant.owner_died);
         }
         written
     }
@@ -387,7 +447,7 @@ impl OpenFile {
     /// errors that report the holder).
     fn acquire_locks(&self, mask: LockMask, wait: Wait) -> (Result, Option<AcquireReport>) {
         let result = self.card.arbiter.acquire(
-            self.owner,
+            &self.owner,
             mask,
             Requester::current(),
             wait,
@@ -469,7 +529,7 @@ impl OpenFile {
     ) -> Result {
         let written = write_back(arg, answer);
         if written.is_err() && result.is_ok() {
-            self.card.arbiter.undo(self.owner, mask, report.owner_died);
+            self.card.arbiter.undo(&self.owner, mask, report.owner_died);
         }
         written
     }
@@ -482,7 +542,7 @@ impl OpenFile {
             return Err(EINVAL);
         }
         let mask: LockMask = request.mask;
-        self.card.arbiter.release(self.owner, mask)
+        self.card.arbiter.release(&self.owner, mask)
     }
 
     fn query(&self, arg: usize) -> Result {
@@ -493,7 +553,7 @@ impl OpenFile {
             return Err(EINVAL);
         }
         let index = lock_index(request.index)?;
-        let info = self.card.arbiter.query(Some(self.owner), index)?;
+        let info = self.card.arbiter.query(Some(&self.owner), index)?;
         let mut out_flags = 0;
         if info.holder.is_some() {
             out_flags |= uapi::LOCK_QUERY_HELD;
@@ -530,7 +590,12 @@ impl OpenFile {
         let window = self
             .card
             .tlb
-            .allocate(self.owner, request.size, Requester::current(), Wait::Try)
+            .allocate(
+                self.owner.id(),
+                request.size,
+                Requester::current(),
+                Wait::Try,
+            )
             .map_err(|e| match e {
                 TlbError::Busy => ENOMEM,
                 e => e.errno(),
@@ -545,7 +610,7 @@ impl OpenFile {
         let written = write_back(arg.wrapping_add(AllocateTlbIn::SIZE), &answer.encode());
         if written.is_err() {
             // The caller cannot know the id: the window must not leak.
-            self.card.tlb.free(self.owner, window.id)?;
+            self.free_window(window.id)?;
         }
         written
     }
@@ -555,7 +620,7 @@ impl OpenFile {
         UserSlice::new(UserPtr::from_addr(arg), bytes.len())
             .reader()
             .read_slice(&mut bytes)?;
-        self.card.tlb.free(self.owner, FreeTlbIn::decode(&bytes).id)
+        self.free_window(FreeTlbIn::decode(&bytes).id)
     }
 
     fn tlb_allocate(&self, arg: usize) -> Result {
@@ -569,7 +634,7 @@ impl OpenFile {
         let window = self
             .card
             .tlb
-            .allocate(self.owner, request.size, Requester::current(), wait)
+            .allocate(self.owner.id(), request.size, Requester::current(), wait)
             .map_err(TlbError::errno)?;
         request.id = window.id;
         request.mmap_offset_uc = window.mmap_offset_uc;
@@ -577,8 +642,101 @@ impl OpenFile {
         request.waited_ns = window.waited_ns;
         let written = write_back(arg, &request.encode());
         if written.is_err() {
-            self.card.tlb.free(self.owner, window.id)?;
+            self.free_window(window.id)?;
         }
         written
+    }
+
+    /// Frees window `id` of this file, revoking its mappings first.
+    fn free_window(&self, id: u32) -> Result {
+        self.card
+            .tlb
+            .free_revoking(self.owner.id(), id, &|id| self.revoke_window(id))
+    }
+
+    /// Revokes the mappings and the target of window `id`, just freed.
+    fn revoke_window(&self, id: usize) {
+        self.card.memory.revoke_window(self.card.tlb.layout(), id);
+    }
+
+    /// QUERY_MAPPINGS, as tt-kmd 2.10: reads only `in`; writes
+    /// `min(output_mapping_count, n)` mappings after it and zeros the rest
+    /// of the `output_mapping_count` entries.
+    fn query_mappings(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; QueryMappingsIn::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        let request = QueryMappingsIn::decode(&bytes);
+        let (mappings, valid) = mapping::mappings(self.card.memory.lens());
+        let wanted = usize::try_from(request.output_mapping_count)?;
+        let copied = wanted.min(valid);
+        let extra = wanted - copied;
+        // tt-kmd's limit: the bytes to clear must fit in a u32.
+        if extra > u32::MAX as usize / Mapping::SIZE {
+            return Err(EFAULT);
+        }
+        let out = arg.wrapping_add(QueryMappingsIn::SIZE);
+        let mut writer = UserSlice::new(UserPtr::from_addr(out), wanted * Mapping::SIZE).writer();
+        for m in &mappings[..copied] {
+            writer.write_slice(&m.encode())?;
+        }
+        const ZEROS: [u8; 240] = [0; 240];
+        while !writer.is_empty() {
+            let chunk = writer.len().min(ZEROS.len());
+            writer.write_slice(&ZEROS[..chunk])?;
+        }
+        Ok(())
+    }
+
+    /// CONFIGURE_TLB, as tt-kmd 2.10: reads only `in` (its reserved fields
+    /// unchecked), `EINVAL` for an id >= 256 or a bad config, `EPERM` for a
+    /// window this file does not hold.
+    fn configure_tlb(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; ConfigureTlbIn::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        let r = ConfigureTlbIn::decode(&bytes);
+        if r.id >= MAX_WINDOWS {
+            return Err(EINVAL);
+        }
+        let config = NocTlbConfig {
+            addr: r.addr,
+            x_end: r.x_end,
+            y_end: r.y_end,
+            x_start: r.x_start,
+            y_start: r.y_start,
+            noc: r.noc,
+            mcast: r.mcast,
+            ordering: r.ordering,
+            linked: r.linked,
+            static_vc: r.static_vc,
+        };
+        self.card
+            .memory
+            .configure(&self.card.tlb, self.owner.id(), r.id as usize, &config)
+    }
+
+    /// mmap of a BAR or a window (see src/mapping.rs): `EINVAL` outside a
+    /// mapping, `EPERM` for a window this file does not hold.
+    fn mmap(&self, vma: &VmaNew) -> Result {
+        if self.card.is_gone() {
+            return Err(ENODEV);
+        }
+        let len = u64::try_from(vma.end() - vma.start())?;
+        let layout = self.card.tlb.layout();
+        let (target, caching) =
+            mapping::decode_mmap(layout, self.card.memory.lens(), vma_offset(vma), len)?;
+        match target {
+            Target::Bar { .. } => self.card.memory.mmap(vma, caching),
+            Target::Window(window) => self
+                .card
+                .tlb
+                .with_held(self.owner.id(), window.id, || {
+                    self.card.memory.mmap_window(vma, caching, window.id)
+                })
+                .unwrap_or(Err(EPERM)),
+        }
     }
 }

@@ -2,7 +2,8 @@
 
 //! `/proc/driver/tenstorrent/N/pids`: one line per open file of card N, the
 //! pid of the process that opened it, as the C driver shows it. Operators
-//! read it to find who has a hung card open.
+//! read it to find who has a hung card open. `/proc/driver/tenstorrent/N/tlb`:
+//! the TLB windows in use (src/tlb_view.rs).
 
 use crate::{
     card::Card,
@@ -11,6 +12,7 @@ use crate::{
         ProcFile,
         ProcShow, //
     },
+    tlb_view::TlbView,
 };
 use kernel::{
     prelude::*,
@@ -38,8 +40,9 @@ impl ProcShow for Pids {
 
 /// The procfs directory of a card, removed with its files when dropped.
 pub(crate) struct CardProc {
-    // Drop order: the file, then its directory.
+    // Drop order: the files, then their directory.
     _pids: ProcFile<Pids>,
+    _tlb: ProcFile<TlbView>,
     _dir: ProcDir,
 }
 
@@ -49,6 +52,7 @@ impl CardProc {
         let dir = ProcDir::new(&name, Some(root))?;
         Ok(Self {
             _pids: ProcFile::new(c"pids", &dir, Pids(card.clone()))?,
+            _tlb: ProcFile::new(c"tlb", &dir, TlbView(card.clone()))?,
             _dir: dir,
         })
     }

@@ -14,17 +14,21 @@ use kernel::{
 };
 
 mod arbiter;
+mod bars;
 mod card;
 mod debugfs;
 mod driver;
 mod fifo;
 mod file;
+mod mapping;
 mod procfs;
 mod registry;
 #[path = "../rust/mod.rs"]
 mod rust_ext;
 mod sysfs;
 mod tlb;
+mod tlb_regs;
+mod tlb_view;
 mod uapi;
 mod wait;
 

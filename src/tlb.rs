@@ -216,8 +216,10 @@ pub(crate) struct Window {
 pub(crate) enum TlbError {
     /// No window class of that size.
     NoSuchSize,
-    /// None free at once (or earlier waiters of the class are queued).
+    /// None free at once (or earlier waiters of the class are queued), and
+    /// the request does not wait.
     Busy,
+    /// None granted by the deadline, including one already past.
     TimedOut,
     Interrupted,
     Gone,
@@ -259,6 +261,9 @@ struct State {
     gone: bool,
     /// The holder of each window, by id.
     holders: KVec<Option<Holder>>,
+    /// Windows freed whose mappings are being revoked: neither held nor
+    /// free, so nobody gets them before every mapping of them is gone.
+    revoking: KVec<bool>,
     /// The waiters of each class, in arrival order.
     queues: [Fifo<Arc<Waiter>>; MAX_CLASSES],
     /// Wake-ups to send when the mutex is released ([`unlock`]).
@@ -284,14 +289,17 @@ impl TlbPool {
     /// A pool of `layout`'s windows, all free.
     pub(crate) fn new(layout: Layout) -> Result<impl PinInit<Self>> {
         let mut holders = KVec::with_capacity(layout.total(), GFP_KERNEL)?;
+        let mut revoking = KVec::with_capacity(layout.total(), GFP_KERNEL)?;
         for _ in 0..layout.total() {
             holders.push(None, GFP_KERNEL)?;
+            revoking.push(false, GFP_KERNEL)?;
         }
         Ok(pin_init!(Self {
             layout,
             state <- new_mutex!(State {
                 gone: false,
                 holders,
+                revoking,
                 queues: [Fifo::new(), Fifo::new(), Fifo::new()],
                 wakeups: Wakeups::new(),
             }),
@@ -326,7 +334,10 @@ impl TlbPool {
         }
         let start = monotonic_ns();
         if wait.is_over(start) {
-            return Err(TlbError::Busy);
+            return Err(match wait {
+                Wait::Until(_) => TlbError::TimedOut,
+                Wait::Try | Wait::Forever => TlbError::Busy,
+            });
         }
         let waiter = Arc::pin_init(
             pin_init!(Waiter {
@@ -374,8 +385,18 @@ impl TlbPool {
     }
 
     /// Frees window `id` held by `owner`: `EINVAL` for an id no card has,
-    /// `EPERM` when `owner` does not hold it.
+    /// `EPERM` when `owner` does not hold it. Without revocation: for the
+    /// suites (the driver frees through [`TlbPool::free_revoking`]).
+    #[cfg(tt_kunit)]
     pub(crate) fn free(&self, owner: OwnerId, id: u32) -> Result {
+        self.free_revoking(owner, id, &|_| {})
+    }
+
+    /// Frees window `id` held by `owner` as [`TlbPool::free`] does, calling
+    /// `revoke(id)` after the window stops being held (so no fault can map
+    /// it any more, see [`TlbPool::with_held`]) and before anyone else can
+    /// get it. `revoke` runs without the pool's mutex held.
+    pub(crate) fn free_revoking(&self, owner: OwnerId, id: u32, revoke: &dyn Fn(usize)) -> Result {
         if id >= MAX_WINDOWS {
             return Err(EINVAL);
         }
@@ -386,23 +407,86 @@ impl TlbPool {
         let id = id as usize;
         match state.holders.get(id) {
             Some(Some(holder)) if holder.owner == owner => {
-                state.free_and_hand_off(&self.layout, id);
-                unlock(state);
-                Ok(())
+                state.holders[id] = None;
+                state.revoking[id] = true;
             }
-            _ => Err(EPERM),
+            _ => return Err(EPERM),
         }
+        unlock(state);
+        revoke(id);
+        let mut state = self.state.lock();
+        state.revoking[id] = false;
+        state.hand_off(&self.layout, id);
+        unlock(state);
+        Ok(())
     }
 
-    /// Frees every window of `owner`, whose file is closing.
+    /// Frees every window of `owner`, whose file is closing. Without
+    /// revocation: for the suites.
+    #[cfg(tt_kunit)]
     pub(crate) fn free_all(&self, owner: OwnerId) {
+        self.free_all_revoking(owner, &|_| {})
+    }
+
+    /// Frees every window of `owner` as [`TlbPool::free_revoking`] does.
+    pub(crate) fn free_all_revoking(&self, owner: OwnerId, revoke: &dyn Fn(usize)) {
+        let mut freed = [0u64; MAX_WINDOWS as usize / 64];
         let mut state = self.state.lock();
         for id in 0..state.holders.len() {
+            let Some(word) = freed.get_mut(id / 64) else {
+                // No layout has more windows than ids go.
+                break;
+            };
             if state.holders[id].as_ref().is_some_and(|h| h.owner == owner) {
-                state.free_and_hand_off(&self.layout, id);
+                state.holders[id] = None;
+                state.revoking[id] = true;
+                *word |= 1 << (id % 64);
             }
         }
         unlock(state);
+        let is_freed = |id: usize| {
+            freed
+                .get(id / 64)
+                .is_some_and(|w| w & (1 << (id % 64)) != 0)
+        };
+        let count = self.layout.total();
+        for id in (0..count).filter(|&id| is_freed(id)) {
+            revoke(id);
+        }
+        let mut state = self.state.lock();
+        for id in (0..count).filter(|&id| is_freed(id)) {
+            state.revoking[id] = false;
+            state.hand_off(&self.layout, id);
+        }
+        unlock(state);
+    }
+
+    /// Runs `f` under the pool's mutex if window `id` is held by `owner`
+    /// and the card is not gone; `None` otherwise. While `f` runs, the
+    /// window cannot be freed: what `f` maps or configures is revoked by
+    /// the [`TlbPool::free_revoking`] that frees it.
+    pub(crate) fn with_held<R>(
+        &self,
+        owner: OwnerId,
+        id: usize,
+        f: impl FnOnce() -> R,
+    ) -> Option<R> {
+        let state = self.state.lock();
+        if state.gone {
+            return None;
+        }
+        match state.holders.get(id) {
+            Some(Some(holder)) if holder.owner == owner => Some(f()),
+            _ => None,
+        }
+    }
+
+    /// The holder of window `id` (pid in the caller's pid namespace and
+    /// comm), if any.
+    pub(crate) fn holder_of(&self, id: usize) -> Option<(u32, [u8; TASK_COMM_LEN])> {
+        let state = self.state.lock();
+        let holder = state.holders.get(id)?.as_ref()?;
+        Some((holder.who.pid_for_caller(), holder.who.comm()))
     }
 
     /// The card is going away: every waiter wakes with [`TlbError::Gone`].
@@ -450,13 +534,15 @@ impl TlbPool {
 
 impl State {
     fn lowest_free(&self, layout: &Layout, class: usize) -> Option<usize> {
-        layout.ids(class).find(|&id| self.holders[id].is_none())
+        layout
+            .ids(class)
+            .find(|&id| self.holders[id].is_none() && !self.revoking[id])
     }
 
-    /// Frees window `id` and gives its class's lowest free window (this
-    /// one, by the invariant) to the longest waiter of the class, if any.
-    fn free_and_hand_off(&mut self, layout: &Layout, id: usize) {
-        self.holders[id] = None;
+    /// Gives the class of window `id`, just freed, its lowest free window
+    /// (this one, by the invariant) to the longest waiter of the class, if
+    /// any.
+    fn hand_off(&mut self, layout: &Layout, id: usize) {
         if self.gone {
             return;
         }
@@ -501,6 +587,6 @@ impl State {
     }
 }
 
-#[cfg(CONFIG_KUNIT)]
+#[cfg(tt_kunit)]
 #[path = "../tests/kunit/tlb_tests.rs"]
 mod kunit;

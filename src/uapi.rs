@@ -18,6 +18,8 @@ pub(crate) const GET_DRIVER_INFO: u32 = _IO(IOCTL_MAGIC, 5);
 pub(crate) const LOCK_CTL: u32 = _IO(IOCTL_MAGIC, 8);
 pub(crate) const ALLOCATE_TLB: u32 = _IO(IOCTL_MAGIC, 11);
 pub(crate) const FREE_TLB: u32 = _IO(IOCTL_MAGIC, 12);
+pub(crate) const QUERY_MAPPINGS: u32 = _IO(IOCTL_MAGIC, 2);
+pub(crate) const CONFIGURE_TLB: u32 = _IO(IOCTL_MAGIC, 13);
 
 pub(crate) const LOCK_ACQUIRE_NR: u32 = 0x40;
 pub(crate) const LOCK_ACQUIRE_SET_NR: u32 = 0x41;
@@ -257,6 +259,44 @@ abi_struct!(
     }
 );
 
+abi_struct!(
+    /// `struct tenstorrent_query_mappings_in`.
+    QueryMappingsIn {
+        output_mapping_count: u32,
+        reserved: u32,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_mapping`.
+    Mapping {
+        mapping_id: u32,
+        reserved: u32,
+        mapping_base: u64,
+        mapping_size: u64,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_configure_tlb_in` (its `config` inline).
+    ConfigureTlbIn {
+        id: u32,
+        reserved: u32,
+        addr: u64,
+        x_end: u16,
+        y_end: u16,
+        x_start: u16,
+        y_start: u16,
+        noc: u8,
+        mcast: u8,
+        ordering: u8,
+        linked: u8,
+        static_vc: u8,
+        reserved0: [u8; 3],
+        reserved1: [u8; 8],
+    }
+);
+
 // The sizes of the C header; the host tests check the header against the
 // userspace crate, these keep the kernel's side in step with both.
 const _: () = assert!(DeviceInfoOut::SIZE == 20);
@@ -271,3 +311,6 @@ const _: () = assert!(AllocateTlbIn::SIZE == 16);
 const _: () = assert!(AllocateTlbOut::SIZE == 32);
 const _: () = assert!(FreeTlbIn::SIZE == 4);
 const _: () = assert!(TlbAllocate::SIZE == 56);
+const _: () = assert!(QueryMappingsIn::SIZE == 8);
+const _: () = assert!(Mapping::SIZE == 24);
+const _: () = assert!(ConfigureTlbIn::SIZE == 40);

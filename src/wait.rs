@@ -29,7 +29,9 @@ pub(crate) enum Wait {
     Try,
     /// Until granted, interrupted or the card goes away.
     Forever,
-    /// Until the absolute `CLOCK_MONOTONIC` time, in nanoseconds.
+    /// Until the absolute `CLOCK_MONOTONIC` time of the host, in
+    /// nanoseconds (a caller's deadline is converted from its time
+    /// namespace first: [`crate::rust_ext::time::monotonic_from_caller`]).
     Until(i64),
 }
 
@@ -111,9 +113,12 @@ pub(crate) enum Woken {
 
 /// Sleeps once on `wake`, with `guard`'s lock released meanwhile.
 ///
-/// Jiffies are coarse: the timer is rounded up, and [`Woken::Deadline`] is
-/// only returned once the clock has reached the deadline, so a deadline
-/// never ends early.
+/// Jiffies are coarse: a sleep of `n` jiffies may end up to one jiffy
+/// short of `n` jiffies' time, so the timer is rounded up and one jiffy
+/// added, and [`Woken::Deadline`] is only returned once the clock has
+/// reached the deadline: a deadline never ends early, and a timer that
+/// still fires early ([`Woken::Early`], which counts as a spurious
+/// wake-up) is rare.
 pub(crate) fn sleep<T: ?Sized, B: Backend>(
     wake: &CondVar,
     guard: &mut Guard<'_, T, B>,
@@ -126,7 +131,8 @@ pub(crate) fn sleep<T: ?Sized, B: Backend>(
                 return Woken::Deadline;
             }
             let msecs = u32::try_from((left + 999_999) / 1_000_000).unwrap_or(u32::MAX);
-            match wake.wait_interruptible_timeout(guard, msecs_to_jiffies(msecs)) {
+            let jiffies = msecs_to_jiffies(msecs).saturating_add(1);
+            match wake.wait_interruptible_timeout(guard, jiffies) {
                 CondVarTimeoutResult::Signal { .. } => Woken::Signal,
                 CondVarTimeoutResult::Woken { .. } => Woken::Notified,
                 CondVarTimeoutResult::Timeout if monotonic_ns() >= deadline => Woken::Deadline,
@@ -193,6 +199,12 @@ impl<W: Sleeper> Wakeups<W> {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The waiters to wake, in order.
+    #[cfg(tt_kunit)]
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<W>> {
+        self.waiters[..self.len].iter().flatten()
     }
 
     /// Sends the wake-ups.

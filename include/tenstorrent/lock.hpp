@@ -27,8 +27,12 @@
 // EINTR (a signal handler ran during lock(); call again to go on waiting),
 // ENODEV (the card is gone), EDEADLK (this file already holds the lock),
 // EINVAL, EPERM (unlock of a lock not held). try_lock returns false on
-// EBUSY, try_lock_for/try_lock_until false on ETIMEDOUT/EBUSY;
-// holder_pid() then tells who holds the lock.
+// EBUSY, try_lock_for/try_lock_until false on ETIMEDOUT (at once for a
+// zero or past time; also on EBUSY, which earlier modules gave then);
+// holder_pid() then tells who holds the lock. Deadlines are on
+// CLOCK_MONOTONIC (steady_clock); in a time namespace, the namespace's,
+// which the kernel converts. A waiter stopped (SIGSTOP, freezer, ptrace)
+// keeps its place in the queue.
 #ifndef TENSTORRENT_LOCK_HPP
 #define TENSTORRENT_LOCK_HPP
 
@@ -206,7 +210,9 @@ public:
 	}
 
 	// Takes the locks if free and nobody is queued (no barging); false if
-	// busy (holder_pid() says who holds the first busy one).
+	// busy (holder_pid() says who holds the first busy one). A try that
+	// fails while others are queued holds a place for a short lease (20 ms),
+	// renewed by the next try: a polling caller is served in its turn.
 	bool try_lock()
 	{
 		int e = acquire(TENSTORRENT_LOCK_NONBLOCK, 0);

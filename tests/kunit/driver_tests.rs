@@ -3,6 +3,11 @@
 //! KUnit suite of the PCI binding's decisions, which the test VM's emulated
 //! devices cannot reach: Grayskull's refusal, the window layout of real
 //! Wormhole and Blackhole cards, the PCI domain.
+//!
+//! Built only when the harness asks for the suites (`TT_KUNIT=y`, see
+//! `Kbuild`): `src/driver.rs` declares this module under `CONFIG_KUNIT`,
+//! which every module built against a KUnit kernel would otherwise get.
+#![cfg(tt_kunit)]
 
 use super::*;
 use crate::tlb::Family;

@@ -59,7 +59,7 @@ mod tests {
     #[test]
     fn wormhole_ids_and_offsets() -> Result {
         let (p, o) = (pool(Layout::wormhole())?, owners()?);
-        let x = o.new_owner();
+        let x = o.new_owner()?.id();
         let w = take(&p, x, MIB).map_err(|_| ENOSPC)?;
         assert_eq!((w.id, w.mmap_offset_uc, w.mmap_offset_wc), (0, UC, WC));
         let w = take(&p, x, 2 * MIB).map_err(|_| ENOSPC)?;
@@ -74,7 +74,7 @@ mod tests {
     #[test]
     fn wormhole_counts_keep_the_kernels_window() -> Result {
         let (p, o) = (pool(Layout::wormhole())?, owners()?);
-        let x = o.new_owner();
+        let x = o.new_owner()?.id();
         for (size, first, count) in [(MIB, 0, 156), (2 * MIB, 156, 10), (16 * MIB, 166, 19)] {
             for n in 0..count {
                 assert_eq!(id_of(&p, x, size)?, first + n);
@@ -89,7 +89,7 @@ mod tests {
     #[test]
     fn blackhole_ids_and_offsets() -> Result {
         let (p, o) = (pool(Layout::blackhole(8))?, owners()?);
-        let x = o.new_owner();
+        let x = o.new_owner()?.id();
         for n in 0..201 {
             assert_eq!(id_of(&p, x, 2 * MIB)?, n);
         }
@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn a_freed_window_is_the_next_one_given() -> Result {
         let (p, o) = (pool(Layout::wormhole())?, owners()?);
-        let x = o.new_owner();
+        let x = o.new_owner()?.id();
         for _ in 0..10 {
             id_of(&p, x, 2 * MIB)?;
         }
@@ -121,7 +121,7 @@ mod tests {
     #[test]
     fn only_the_holder_frees() -> Result {
         let (p, o) = (pool(Layout::wormhole())?, owners()?);
-        let (x, y) = (o.new_owner(), o.new_owner());
+        let (x, y) = (o.new_owner()?.id(), o.new_owner()?.id());
         let id = id_of(&p, x, MIB)?;
         assert_eq!(p.free(y, id), Err(EPERM));
         assert_eq!(p.free(x, 256), Err(EINVAL));
@@ -134,15 +134,15 @@ mod tests {
     #[test]
     fn waiters_are_served_in_arrival_order() -> Result {
         let (p, o) = (pool(Layout::wormhole())?, owners()?);
-        let x = o.new_owner();
+        let x = o.new_owner()?.id();
         for _ in 0..10 {
             id_of(&p, x, 2 * MIB)?;
         }
-        let (a, b) = (o.new_owner(), o.new_owner());
+        let (a, b) = (o.new_owner()?.id(), o.new_owner()?.id());
         let first = queue(&p, a, 2 * MIB)?;
         let second = queue(&p, b, 2 * MIB)?;
         // No barging: a try fails while the class has waiters.
-        assert_eq!(take(&p, o.new_owner(), 2 * MIB), Err(TlbError::Busy));
+        assert_eq!(take(&p, o.new_owner()?.id(), 2 * MIB), Err(TlbError::Busy));
         p.free(x, 163)?;
         assert_eq!(grant_of(&p, &first), Some(163));
         assert_eq!(grant_of(&p, &second), None);
@@ -156,11 +156,11 @@ mod tests {
     #[test]
     fn a_granted_waiter_keeps_its_window_when_interrupted() -> Result {
         let (p, o) = (pool(Layout::wormhole())?, owners()?);
-        let x = o.new_owner();
+        let x = o.new_owner()?.id();
         for _ in 0..19 {
             id_of(&p, x, 16 * MIB)?;
         }
-        let y = o.new_owner();
+        let y = o.new_owner()?.id();
         let w = queue(&p, y, 16 * MIB)?;
         p.free(x, 170)?;
         assert!(matches!(
@@ -174,11 +174,11 @@ mod tests {
     #[test]
     fn close_frees_everything_and_hands_off() -> Result {
         let (p, o) = (pool(Layout::wormhole())?, owners()?);
-        let x = o.new_owner();
+        let x = o.new_owner()?.id();
         for _ in 0..10 {
             id_of(&p, x, 2 * MIB)?;
         }
-        let y = o.new_owner();
+        let y = o.new_owner()?.id();
         let w = queue(&p, y, 2 * MIB)?;
         p.free_all(x);
         assert_eq!(grant_of(&p, &w), Some(156));
@@ -190,11 +190,11 @@ mod tests {
     #[test]
     fn removal_fails_waiters_and_later_requests() -> Result {
         let (p, o) = (pool(Layout::wormhole())?, owners()?);
-        let x = o.new_owner();
+        let x = o.new_owner()?.id();
         for _ in 0..10 {
             id_of(&p, x, 2 * MIB)?;
         }
-        let w = queue(&p, o.new_owner(), 2 * MIB)?;
+        let w = queue(&p, o.new_owner()?.id(), 2 * MIB)?;
         p.shut_down();
         assert!(matches!(
             p.state.lock().settle(&w, false, false),
@@ -202,6 +202,20 @@ mod tests {
         ));
         assert_eq!(take(&p, x, MIB), Err(TlbError::Gone));
         assert_eq!(p.free(x, 156), Err(ENODEV));
+        Ok(())
+    }
+
+    #[test]
+    fn a_deadline_already_past_times_out() -> Result {
+        let (p, o) = (pool(Layout::wormhole())?, owners()?);
+        let x = o.new_owner()?.id();
+        for _ in 0..10 {
+            id_of(&p, x, 2 * MIB)?;
+        }
+        let y = o.new_owner()?.id();
+        let past = p.allocate(y, 2 * MIB, Requester::current(), Wait::Until(0));
+        assert_eq!(past, Err(TlbError::TimedOut));
+        assert_eq!(take(&p, y, 2 * MIB), Err(TlbError::Busy));
         Ok(())
     }
 }

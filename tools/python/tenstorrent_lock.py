@@ -165,14 +165,19 @@ class Error(OSError):
 
 
 class Busy(Error):
-    """EBUSY: held, or someone is queued (no barging); ``holder_pid`` (0 if
-    none or not visible in this pid namespace)."""
+    """EBUSY: a non-blocking request (``blocking=False``) and the lock is
+    held, or someone is queued (no barging); ``holder_pid`` (0 if none or
+    not visible in this pid namespace). A try that fails while others are
+    queued holds a place for a short lease, renewed by the next try, so a
+    polling caller is served in its turn."""
 
     default_errno = _errno.EBUSY
 
 
 class Timeout(Error, TimeoutError):
-    """ETIMEDOUT: the deadline passed (never before it); ``holder_pid``."""
+    """ETIMEDOUT: a timeout passed (never before it; at once for
+    ``timeout=0``, or one that passed while the process was stopped);
+    ``holder_pid``."""
 
     default_errno = _errno.ETIMEDOUT
 
@@ -245,7 +250,10 @@ def wait_args(timeout=None, blocking=True, now_ns=None):
 
     ``blocking=False``: NONBLOCK. ``timeout`` (seconds, float): an absolute
     CLOCK_MONOTONIC deadline, computed once (a restarted wait never waits
-    longer); 0 or negative behaves as a try. None: wait until granted.
+    longer; in a time namespace the kernel converts it from the
+    namespace's clock); 0 or negative: checked at once like a try, but
+    :class:`Timeout`, not :class:`Busy`, when not free. None: wait until
+    granted.
     """
     if not blocking:
         if timeout is not None:

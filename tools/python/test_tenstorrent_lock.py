@@ -312,6 +312,10 @@ class OnDevice(unittest.TestCase):
             self.assertEqual(cm.exception.holder_pid, os.getpid())
             with self.assertRaises(tt.Busy):
                 self.dev.lock(58, blocking=False)
+            # A timeout already over is a deadline, not a try: Timeout.
+            with self.assertRaises(tt.Timeout) as cm:
+                self.dev.lock(58, timeout=0)
+            self.assertEqual(cm.exception.holder_pid, os.getpid())
             start = time.monotonic()
             with self.assertRaises(tt.Timeout) as cm:
                 self.dev.lock(58, timeout=0.05)

@@ -19,10 +19,31 @@
  * description below says so. All fields are fixed-width with no implicit
  * padding, so 32-bit and 64-bit programs share one layout.
  *
- * Deadlines are absolute CLOCK_MONOTONIC times in nanoseconds, so a call
- * restarted after a signal never waits longer than first asked (a call
- * restarted after stop/continue whose deadline passed meanwhile is a try:
- * EBUSY if the lock is not free).
+ * Deadlines are absolute CLOCK_MONOTONIC times in nanoseconds, on the
+ * caller's clock: in a time namespace, its CLOCK_MONOTONIC (the kernel
+ * converts it, as futex and timerfd do). A call restarted after a signal
+ * therefore never waits longer than first asked; one whose deadline passed
+ * meanwhile (while stopped, say) times out at once: ETIMEDOUT, unless the
+ * lock can be granted at once.
+ *
+ * A waiter that is stopped (SIGSTOP, job control), frozen (cgroup freezer)
+ * or trapped by ptrace keeps its place in the queue: no handler runs, the
+ * call is restarted and takes up its request again, granted meanwhile or
+ * not. A waiter whose signal handler runs leaves the queue (EINTR, or a
+ * restart at the back under SA_RESTART for LOCK_CTL). Any other lock
+ * command of the same file, or its close, gives up a place kept for a
+ * stopped call that has not come back.
+ *
+ * Pollers are served too: a try (LOCK_CTL ACQUIRE, NONBLOCK ACQUIRE or
+ * ACQUIRE_SET) that fails while others are queued for its locks leaves a
+ * poll place in the queue for 20 ms, renewed by the same file's next try of
+ * the same locks (any other lock command of the file gives it up). A release that reaches a live place keeps the locks for
+ * that file (QUERY shows it as the holder) until its next try takes them,
+ * or until the lease ends and they go to the next waiter. So a poller that
+ * tries at least every 20 ms (UMD tries every 1 ms) is served in its turn,
+ * after at most one grant to each request queued before its place, and one
+ * that stops trying delays the others by at most 20 ms. Poll places are not
+ * counted in QUERY's `waiters`.
  *
  * A command that takes a lock or a TLB window and then cannot write its
  * answer back (EFAULT) gives the lock or window back at once: the caller
@@ -44,6 +65,8 @@
 #define TENSTORRENT_IOCTL_LOCK_CTL		_IO(TENSTORRENT_IOCTL_MAGIC, 8)
 #define TENSTORRENT_IOCTL_ALLOCATE_TLB		_IO(TENSTORRENT_IOCTL_MAGIC, 11)
 #define TENSTORRENT_IOCTL_FREE_TLB		_IO(TENSTORRENT_IOCTL_MAGIC, 12)
+#define TENSTORRENT_IOCTL_QUERY_MAPPINGS	_IO(TENSTORRENT_IOCTL_MAGIC, 2)
+#define TENSTORRENT_IOCTL_CONFIGURE_TLB		_IO(TENSTORRENT_IOCTL_MAGIC, 13)
 
 /*
  * The "output_size_bytes" rule of the three commands above: the kernel reads
@@ -122,7 +145,8 @@ struct tenstorrent_lock_ctl_in {
 /*
  * value:
  *  ACQUIRE:		1 acquired, 0 held by anyone (this file included) or
- *			someone is queued
+ *			someone is queued for it (a waiter that waits for a
+ *			lock this file holds does not count: see ACQUIRE_SET)
  *  RELEASE:		1 released, 0 not held by this file
  *  TEST:		bit 0 held by this file, bit 1 held by anyone
  *  ACQUIRE_BLOCKING:	1 once acquired; a signal gives -ERESTARTSYS (EINTR,
@@ -187,6 +211,86 @@ struct tenstorrent_free_tlb {
 	struct tenstorrent_free_tlb_in in;
 };
 
+/*
+ * QUERY_MAPPINGS (tt-kmd 2.10): the mmap offsets of the BARs. The kernel
+ * reads only `in`; `out` is an array of output_mapping_count struct
+ * tenstorrent_mapping right after it, of which the kernel fills the first
+ * min(output_mapping_count, n) with its mappings and zeroes the rest. The
+ * mappings, in this order, for each of BAR0, BAR2, BAR4 the card has:
+ * RESOURCEn_UC (id 2n + 1) at offset (2n << 36) and RESOURCEn_WC (id
+ * 2n + 2) at ((2n + 1) << 36), each the BAR's size. Ids are not indices.
+ *
+ * mmap of the file: a BAR mapping must lie inside one of these (EINVAL
+ * otherwise), UC uncached, WC write-combined. A TLB window is mapped at
+ * the mmap_offset_uc/wc ALLOCATE_TLB or TLB_ALLOCATE gave: from the
+ * window's start, no longer than the window (EINVAL otherwise), only by
+ * the file that holds it (EPERM otherwise; the kernel's own window
+ * included). Mappings are VM_IO | VM_PFNMAP, not copied by fork, not
+ * expanded by mremap. When a window is freed (FREE_TLB, even while mapped,
+ * or last close) or the card is unbound, every mapping of it in every
+ * process is revoked before anyone else gets it: the next access gets
+ * SIGBUS. A freed window is reset to NOC address 0 of tile (0, 0).
+ */
+#define TENSTORRENT_MAPPING_UNUSED		0
+#define TENSTORRENT_MAPPING_RESOURCE0_UC	1
+#define TENSTORRENT_MAPPING_RESOURCE0_WC	2
+#define TENSTORRENT_MAPPING_RESOURCE1_UC	3
+#define TENSTORRENT_MAPPING_RESOURCE1_WC	4
+#define TENSTORRENT_MAPPING_RESOURCE2_UC	5
+#define TENSTORRENT_MAPPING_RESOURCE2_WC	6
+
+struct tenstorrent_query_mappings_in {
+	__u32 output_mapping_count;
+	__u32 reserved;
+};
+
+struct tenstorrent_mapping {
+	__u32 mapping_id;
+	__u32 reserved;
+	__u64 mapping_base;
+	__u64 mapping_size;
+};
+
+/*
+ * CONFIGURE_TLB (tt-kmd 2.10): aims window `id`, held by this file, at NOC
+ * address `addr` (aligned to the window's size; below 2^36 on Wormhole) of
+ * tile (x_end, y_end), or of the rectangle from (x_start, y_start) with
+ * mcast. The kernel reads only `in`. EINVAL for an id >= 256, a bad
+ * address or a field wider than its register field (coordinates 6 bits,
+ * noc 1 bit on Wormhole and 2 on Blackhole, mcast 1, ordering 2, linked 1,
+ * static_vc 1 on Blackhole; ignored on Wormhole); EPERM for a window this
+ * file does not hold. Reserved fields are not checked, as in tt-kmd.
+ */
+struct tenstorrent_noc_tlb_config {
+	__u64 addr;
+	__u16 x_end;
+	__u16 y_end;
+	__u16 x_start;
+	__u16 y_start;
+	__u8 noc;
+	__u8 mcast;
+	__u8 ordering;
+	__u8 linked;
+	__u8 static_vc;
+	__u8 reserved0[3];
+	__u32 reserved1[2];
+};
+
+struct tenstorrent_configure_tlb_in {
+	__u32 id;
+	__u32 reserved;
+	struct tenstorrent_noc_tlb_config config;
+};
+
+struct tenstorrent_configure_tlb_out {
+	__u64 reserved;
+};
+
+struct tenstorrent_configure_tlb {
+	struct tenstorrent_configure_tlb_in in;
+	struct tenstorrent_configure_tlb_out out;
+};
+
 /* ---- Commands of tt-arbiter (extensible) ----------------------------- */
 
 /*
@@ -194,22 +298,26 @@ struct tenstorrent_free_tlb {
  * ACQUIRE_SET counts as a waiter of each of its locks (QUERY `waiters`).
  */
 #define TENSTORRENT_LOCK_NONBLOCK	(1U << 0)	/* EBUSY instead of waiting */
-#define TENSTORRENT_LOCK_DEADLINE	(1U << 1)	/* ETIMEDOUT at deadline_ns */
+#define TENSTORRENT_LOCK_DEADLINE	(1U << 1)	/* ETIMEDOUT at deadline_ns, even if already past */
 
 /* out_flags of ACQUIRE and ACQUIRE_SET. */
 #define TENSTORRENT_LOCK_OWNER_DIED	(1U << 0)	/* previous holder's file closed holding it */
 
 /*
  * ACQUIRE: take one lock; blocks until it is granted (FIFO among waiters)
- * unless NONBLOCK or DEADLINE. A deadline already past behaves as a try.
+ * unless NONBLOCK or DEADLINE. A deadline already past is checked like a
+ * try, and gives ETIMEDOUT where a try gives EBUSY.
  * Errors:
- *   EBUSY	NONBLOCK (or a past deadline) and the lock is held or someone
- *		is queued; holder_pid tells who holds it (written back)
- *   ETIMEDOUT	the deadline passed (never before it); holder_pid written back
+ *   EBUSY	NONBLOCK and the lock is held or someone is queued for it;
+ *		holder_pid tells who holds it (written back)
+ *   ETIMEDOUT	DEADLINE and not granted by the deadline: never before it,
+ *		also when it had passed before the call or while the caller
+ *		was stopped; holder_pid written back
  *   EDEADLK	this file already holds the lock
  *   EINTR	a signal handler ran, even one installed with SA_RESTART
  *		(the deadline is absolute: call again to go on waiting);
- *		stop/continue and ignored signals restart transparently
+ *		stop/continue, freezing, ptrace and ignored signals restart
+ *		transparently, keeping the waiter's place
  *   ENODEV	the card is gone
  *   EINVAL	index >= 64, unknown flags, reserved fields not zero
  */
@@ -228,6 +336,15 @@ struct tenstorrent_lock_acquire {
  * ACQUIRE_SET: take every lock of `mask` at once, all or nothing. The
  * request is granted when all its locks are free and no earlier waiter on
  * the card wants any of them; it never holds some while waiting for others.
+ *
+ * Arrival order never creates a deadlock: a request (of any command, one
+ * lock or several, blocking or not) does not wait behind an earlier waiter
+ * that itself waits for a lock the requester's file holds, directly or
+ * through other waiters (one behind it, or whose file it waits for). Such a
+ * waiter could not be granted before the requester releases anyway. So a
+ * file holding CHIP_IN_USE gets a free ARC_MSG at once even while another
+ * file's ACQUIRE_SET {CHIP_IN_USE, ARC_MSG} is queued.
+ *
  * Errors as ACQUIRE; EDEADLK if this file holds any of them; EINVAL for an
  * empty mask. holder_pid is the holder of the lowest busy lock.
  */
@@ -271,11 +388,11 @@ struct tenstorrent_lock_query {
 	__u64 contended;	/* out: grants that had to wait */
 	__u64 owner_died_count;	/* out: releases because the holder's file closed */
 	/*
-	 * out: wake-ups the driver sent to a waiter of this lock that then
-	 * found no grant (the card still there). FIFO hand-off wakes only
-	 * the granted waiter, so this stays 0. (Late wake-ups that the
-	 * scheduler delivers for an earlier sleep are not the driver's and
-	 * are not counted.)
+	 * out: returns of a waiter of this lock from its sleep that found
+	 * nothing to act on: no grant, no signal, no deadline, the card
+	 * still there; whoever woke it (the driver, a late wake-up of the
+	 * scheduler, a timer that fired early). FIFO hand-off wakes only
+	 * the granted waiter, so it stays near 0.
 	 */
 	__u64 spurious_wakeups;
 };
@@ -283,7 +400,8 @@ struct tenstorrent_lock_query {
 /*
  * TLB_ALLOCATE: allocate a TLB window of `size` bytes, waiting for one if
  * none is free: blocking by default, or NONBLOCK (EBUSY), or until
- * DEADLINE (ETIMEDOUT, never early; a deadline already past is a try).
+ * DEADLINE (ETIMEDOUT, never early; at once for a deadline already past
+ * when none is free).
  * Waiters of one size are served in arrival order, and a freed window goes
  * straight to the longest waiter of its size. Errors as ACQUIRE (EINTR,
  * ENODEV), EINVAL for a size that is not one of the card's window sizes.

@@ -320,6 +320,78 @@ abi_struct! {
         pub input: FreeTlbIn as "in",
     }
 
+    /// QUERY_MAPPINGS input; `output_mapping_count` [`Mapping`]s follow it.
+    "tenstorrent_query_mappings_in" => pub struct QueryMappingsIn {
+        /// How many mappings the caller has room for after `in`.
+        pub output_mapping_count: u32,
+        /// Not checked.
+        pub reserved: u32,
+    }
+
+    /// One mapping of QUERY_MAPPINGS.
+    "tenstorrent_mapping" => pub struct Mapping {
+        /// `MAPPING_RESOURCEn_UC/WC`, 0 for an unused entry.
+        pub mapping_id: u32,
+        /// Zero.
+        pub reserved: u32,
+        /// mmap offset.
+        pub mapping_base: u64,
+        /// Bytes.
+        pub mapping_size: u64,
+    }
+
+    /// Where CONFIGURE_TLB aims a window.
+    "tenstorrent_noc_tlb_config" => pub struct NocTlbConfig {
+        /// NOC address of the window's first byte, aligned to its size.
+        pub addr: u64,
+        /// Destination tile (or the end of a multicast rectangle).
+        pub x_end: u16,
+        /// Destination tile.
+        pub y_end: u16,
+        /// Start of a multicast rectangle.
+        pub x_start: u16,
+        /// Start of a multicast rectangle.
+        pub y_start: u16,
+        /// Which NOC.
+        pub noc: u8,
+        /// Multicast.
+        pub mcast: u8,
+        /// 0 relaxed, 1 strict, 2 posted.
+        pub ordering: u8,
+        /// Linked.
+        pub linked: u8,
+        /// Blackhole: use a static VC (ignored on Wormhole).
+        pub static_vc: u8,
+        /// Not checked.
+        pub reserved0: [u8; 3],
+        /// Not checked.
+        pub reserved1: [u32; 2],
+    }
+
+    /// CONFIGURE_TLB input.
+    "tenstorrent_configure_tlb_in" => pub struct ConfigureTlbIn {
+        /// Window id, held by this file.
+        pub id: u32,
+        /// Not checked.
+        pub reserved: u32,
+        /// The target.
+        pub config: NocTlbConfig,
+    }
+
+    /// CONFIGURE_TLB output: never written.
+    "tenstorrent_configure_tlb_out" => pub struct ConfigureTlbOut {
+        /// Untouched.
+        pub reserved: u64,
+    }
+
+    /// CONFIGURE_TLB argument.
+    "tenstorrent_configure_tlb" => pub struct ConfigureTlb {
+        /// In.
+        pub input: ConfigureTlbIn as "in",
+        /// Out.
+        pub output: ConfigureTlbOut as "out",
+    }
+
     /// TLB_ALLOCATE argument.
     "tenstorrent_tlb_allocate" => pub struct TlbAllocate {
         /// In: `size_of::<TlbAllocate>()`.
@@ -381,6 +453,24 @@ pub const IOCTL_LOCK_CTL: u32 = io(IOCTL_MAGIC, 8);
 pub const IOCTL_ALLOCATE_TLB: u32 = io(IOCTL_MAGIC, 11);
 /// FREE_TLB, `_IO(0xFA, 12)` (C driver).
 pub const IOCTL_FREE_TLB: u32 = io(IOCTL_MAGIC, 12);
+/// QUERY_MAPPINGS, `_IO(0xFA, 2)` (C driver).
+pub const IOCTL_QUERY_MAPPINGS: u32 = io(IOCTL_MAGIC, 2);
+/// CONFIGURE_TLB, `_IO(0xFA, 13)` (C driver).
+pub const IOCTL_CONFIGURE_TLB: u32 = io(IOCTL_MAGIC, 13);
+/// QUERY_MAPPINGS ids: no mapping.
+pub const MAPPING_UNUSED: u32 = 0;
+/// BAR0 uncached.
+pub const MAPPING_RESOURCE0_UC: u32 = 1;
+/// BAR0 write-combined.
+pub const MAPPING_RESOURCE0_WC: u32 = 2;
+/// BAR2 uncached.
+pub const MAPPING_RESOURCE1_UC: u32 = 3;
+/// BAR2 write-combined.
+pub const MAPPING_RESOURCE1_WC: u32 = 4;
+/// BAR4 uncached.
+pub const MAPPING_RESOURCE2_UC: u32 = 5;
+/// BAR4 write-combined.
+pub const MAPPING_RESOURCE2_WC: u32 = 6;
 /// TLB_ALLOCATE, `_IOWR(0xFA, 0x44, struct tenstorrent_tlb_allocate)`.
 pub const IOCTL_TLB_ALLOCATE: u32 = iowr(IOCTL_MAGIC, 0x44, size_of::<TlbAllocate>());
 /// Window ids are below this.
@@ -496,6 +586,39 @@ pub const DEFINES: &[(&str, u64)] = &[
     ("TENSTORRENT_IOCTL_LOCK_QUERY", IOCTL_LOCK_QUERY as u64),
     ("TENSTORRENT_IOCTL_ALLOCATE_TLB", IOCTL_ALLOCATE_TLB as u64),
     ("TENSTORRENT_IOCTL_FREE_TLB", IOCTL_FREE_TLB as u64),
+    (
+        "TENSTORRENT_IOCTL_QUERY_MAPPINGS",
+        IOCTL_QUERY_MAPPINGS as u64,
+    ),
+    (
+        "TENSTORRENT_IOCTL_CONFIGURE_TLB",
+        IOCTL_CONFIGURE_TLB as u64,
+    ),
+    ("TENSTORRENT_MAPPING_UNUSED", MAPPING_UNUSED as u64),
+    (
+        "TENSTORRENT_MAPPING_RESOURCE0_UC",
+        MAPPING_RESOURCE0_UC as u64,
+    ),
+    (
+        "TENSTORRENT_MAPPING_RESOURCE0_WC",
+        MAPPING_RESOURCE0_WC as u64,
+    ),
+    (
+        "TENSTORRENT_MAPPING_RESOURCE1_UC",
+        MAPPING_RESOURCE1_UC as u64,
+    ),
+    (
+        "TENSTORRENT_MAPPING_RESOURCE1_WC",
+        MAPPING_RESOURCE1_WC as u64,
+    ),
+    (
+        "TENSTORRENT_MAPPING_RESOURCE2_UC",
+        MAPPING_RESOURCE2_UC as u64,
+    ),
+    (
+        "TENSTORRENT_MAPPING_RESOURCE2_WC",
+        MAPPING_RESOURCE2_WC as u64,
+    ),
     ("TENSTORRENT_IOCTL_TLB_ALLOCATE", IOCTL_TLB_ALLOCATE as u64),
     ("TENSTORRENT_TLB_MAX_WINDOWS", TLB_MAX_WINDOWS as u64),
     ("TENSTORRENT_MMAP_OFFSET_TLB_UC", MMAP_OFFSET_TLB_UC),
@@ -587,6 +710,12 @@ mod tests {
         entry::<AllocateTlb>(&mut m);
         entry::<FreeTlbIn>(&mut m);
         entry::<FreeTlb>(&mut m);
+        entry::<QueryMappingsIn>(&mut m);
+        entry::<Mapping>(&mut m);
+        entry::<NocTlbConfig>(&mut m);
+        entry::<ConfigureTlbIn>(&mut m);
+        entry::<ConfigureTlbOut>(&mut m);
+        entry::<ConfigureTlb>(&mut m);
         entry::<TlbAllocate>(&mut m);
         m
     }

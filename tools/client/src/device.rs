@@ -330,7 +330,10 @@ impl Device {
     }
 
     /// Takes lock `index` if it is free and nobody is queued, else
-    /// [`Error::Busy`] with the holder's pid.
+    /// [`Error::Busy`] with the holder's pid. A try that fails while others
+    /// are queued holds a place in the queue for a short lease, renewed by
+    /// the next try: a caller that polls (as UMD does) is served in its
+    /// turn.
     ///
     /// ```no_run
     /// use tt_arbiter::{locks, Device, Error};

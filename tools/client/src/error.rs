@@ -13,14 +13,17 @@ use std::io;
 /// ```
 #[derive(Debug)]
 pub enum Error {
-    /// EBUSY: the lock is held or someone is queued (non-blocking or past
-    /// deadline). `holder_pid` is 0 when nobody holds it or the holder is
-    /// not visible in this pid namespace.
+    /// EBUSY: a non-blocking request ([`Wait::Try`](crate::Wait::Try))
+    /// and the lock is held or someone is queued for it. `holder_pid` is 0
+    /// when nobody holds it or the holder is not visible in this pid
+    /// namespace.
     Busy {
         /// The holder, as the kernel reported it.
         holder_pid: u32,
     },
-    /// ETIMEDOUT: the deadline passed.
+    /// ETIMEDOUT: a request with a deadline was not granted by it (never
+    /// before it; at once for a deadline already past, also one that
+    /// passed while the caller was stopped).
     Timeout {
         /// The holder, as the kernel reported it.
         holder_pid: u32,

@@ -4,7 +4,8 @@ use std::ops::Add;
 use std::time::Duration;
 
 /// A point on CLOCK_MONOTONIC, in nanoseconds: the clock of the kernel's
-/// deadlines.
+/// deadlines. In a time namespace it is the namespace's clock, which the
+/// kernel converts to its own (as futex and timerfd do).
 ///
 /// ```
 /// use std::time::Duration;
@@ -55,11 +56,15 @@ pub enum Wait {
     Block,
     /// Not at all: `Error::Busy` if held or anyone is queued.
     Try,
-    /// Until an absolute CLOCK_MONOTONIC time; one already past behaves as
-    /// [`Wait::Try`].
+    /// Until an absolute CLOCK_MONOTONIC time: [`Error::Timeout`] then.
+    /// One already past is checked like [`Wait::Try`] but fails with
+    /// `Timeout`, not `Busy`.
+    ///
+    /// [`Error::Timeout`]: crate::Error::Timeout
     Deadline(Monotonic),
     /// For a duration from now (converted to a deadline once, so a restarted
-    /// call never waits longer).
+    /// call never waits longer): [`Error::Timeout`](crate::Error::Timeout)
+    /// then, at once for a zero duration.
     Timeout(Duration),
 }
 

@@ -727,6 +727,11 @@ impl Child {
         Ok(())
     }
 
+    /// Waits for the child to end; returns its wait status.
+    pub fn status(mut self) -> Result<libc::c_int, String> {
+        self.reap()
+    }
+
     /// Kills with SIGKILL and reaps; returns the status.
     pub fn kill_and_reap(mut self) -> Result<libc::c_int, String> {
         self.kill(libc::SIGKILL)?;

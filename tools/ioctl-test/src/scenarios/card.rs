@@ -502,3 +502,104 @@ pub fn vanish_reads_all_ones() -> TestResult {
     }
     Ok(())
 }
+
+/// A hung ARC firmware (the emulator's `arc-hang`) leaves a message
+/// unanswered, as the C driver's and UMD's timeouts expect; when it
+/// resumes it answers the message that was rung meanwhile.
+pub fn arc_hang_and_resume() -> TestResult {
+    if !emulated_cards() {
+        return Ok(());
+    }
+    const TEST: u32 = 0x90;
+    const SCRATCH5: usize = 0x1FF3_0000 + 0x60 + 5 * 4;
+    const SCRATCH3: usize = 0x1FF3_0000 + 0x60 + 3 * 4;
+    let wh = Windows::open(0)?;
+    let mut control = Control::open(0)?;
+    control.command("arc-hang")?;
+    let hung = wormhole_arc_message(&wh, TEST, 7);
+    let resumed = control.command("arc-resume");
+    ensure!(
+        matches!(&hung, Err(e) if e.contains("did not answer")),
+        "a hung ARC answered: {hung:?}"
+    );
+    resumed?;
+    let status = wh.bar0.read32(SCRATCH5);
+    ensure_eq!(
+        (status & 0xFFFF, wh.bar0.read32(SCRATCH3)),
+        (TEST, 8),
+        "the message rung while ARC hung, answered on resume (SCRATCH5 {status:#x})"
+    );
+    // And it answers new messages again.
+    let (status, value) = wormhole_arc_message(&wh, TEST, 99)?;
+    ensure_eq!(
+        (status & 0xFFFF, value),
+        (TEST, 100),
+        "TEST(99) after resume"
+    );
+    Ok(())
+}
+
+/// An AER error raised on the card (the emulator's `aer`) shows in its
+/// AER status registers and PCIe Device Status as the spec lays them out
+/// (PCIe r5 7.8.4: Uncorrectable Error Status at +0x04, Correctable
+/// Error Status at +0x10; Device Status bit 0 Correctable, bit 2 Fatal
+/// Error Detected), and writing ones clears them (RW1C).
+pub fn aer_errors_are_reported() -> TestResult {
+    if !emulated_cards() {
+        return Ok(());
+    }
+    use std::os::unix::fs::FileExt;
+    for n in 0..2 {
+        let path = format!("/sys/bus/pci/devices/{}/config", bdf(n)?);
+        let before = config_space(n)?;
+        let aer = extended_capability(&before, 0x0001)
+            .ok_or_else(|| format!("card {n}: no AER capability"))?;
+        let pcie =
+            capability(&before, 0x10).ok_or_else(|| format!("card {n}: no PCIe capability"))?;
+        ensure_eq!(
+            le32(&before, aer + 0x10),
+            0,
+            "card {n}: correctable status at start"
+        );
+        Control::open(n)?.command("aer correctable")?;
+        Control::open(n)?.command("aer fatal")?;
+        let after = config_space(n)?;
+        let correctable = le32(&after, aer + 0x10);
+        let uncorrectable = le32(&after, aer + 0x04);
+        let devsta = le16(&after, pcie + 0x0a);
+        ensure!(
+            correctable != 0,
+            "card {n}: no correctable error status after `aer correctable`"
+        );
+        ensure!(
+            uncorrectable != 0,
+            "card {n}: no uncorrectable error status after `aer fatal`"
+        );
+        ensure_eq!(
+            devsta & 0b101,
+            0b101,
+            "card {n}: DevSta {devsta:#x} correctable and fatal detected"
+        );
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("open {path} for writing: {e}"))?;
+        for (at, value) in [(aer + 0x10, correctable), (aer + 0x04, uncorrectable)] {
+            file.write_all_at(&value.to_le_bytes(), at as u64)
+                .map_err(|e| format!("write {path} at {at:#x}: {e}"))?;
+        }
+        file.write_all_at(&devsta.to_le_bytes(), (pcie + 0x0a) as u64)
+            .map_err(|e| format!("write {path} DevSta: {e}"))?;
+        let cleared = config_space(n)?;
+        ensure_eq!(
+            (
+                le32(&cleared, aer + 0x10),
+                le32(&cleared, aer + 0x04),
+                le16(&cleared, pcie + 0x0a) & 0b101
+            ),
+            (0, 0, 0),
+            "card {n}: AER status after writing ones back"
+        );
+    }
+    Ok(())
+}

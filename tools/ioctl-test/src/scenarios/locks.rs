@@ -1,7 +1,9 @@
 //! Blocking, FIFO hand-off, owner death, signals, deadlines and the error
 //! cases of ACQUIRE/RELEASE on single locks.
 
-use std::time::Duration;
+use std::fs;
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::{Duration, Instant};
 
 use tt_arbiter::{abi, Error, Wait};
 
@@ -128,6 +130,7 @@ pub fn sigkill_holder_fifo() -> TestResult {
     let i = 7;
     let a = open(0)?;
     ensure_free(&a, i)?;
+    let spurious = query(&a, i)?.raw.spurious_wakeups;
     let mut h = worker("holder", 0)?;
     ok(&mut h, &format!("acquire {i}"))?;
     let how = |n: usize| if n % 2 == 0 { How::Acquire } else { How::Ctl };
@@ -138,7 +141,7 @@ pub fn sigkill_holder_fifo() -> TestResult {
     ensure_eq!(order, vec![0, 1, 2, 3, 4], "grant order (queue order 0..4)");
     let q = query(&a, i)?;
     ensure!(
-        !q.held && q.waiters == 0 && q.raw.spurious_wakeups == 0,
+        !q.held && q.waiters == 0 && q.raw.spurious_wakeups == spurious,
         "after the chain: {q:?}"
     );
     Ok(())
@@ -222,8 +225,8 @@ pub fn sigstop_sigcont_waiter() -> TestResult {
     ensure_free(&a, i)
 }
 
-/// Deadlines: a past one is a try (EBUSY), a future one times out with
-/// ETIMEDOUT never before it; NONBLOCK gives EBUSY; holder_pid reported.
+/// Deadlines: a past one times out at once (ETIMEDOUT, as a future one
+/// does, never before it); NONBLOCK gives EBUSY; holder_pid reported.
 pub fn deadlines_and_nonblock() -> TestResult {
     let (i, j) = (11, 12);
     let a = open(0)?;
@@ -233,21 +236,30 @@ pub fn deadlines_and_nonblock() -> TestResult {
     ok(&mut h, &format!("acquire {i}"))?;
     let hp = h.pid as u32;
     let now = now_ns();
-    for (what, flags, deadline) in [
-        ("DEADLINE 0", abi::LOCK_DEADLINE, 0),
-        ("DEADLINE now-1ms", abi::LOCK_DEADLINE, now - 1_000_000),
-        ("NONBLOCK", abi::LOCK_NONBLOCK, 0),
+    for (what, flags, deadline, errno) in [
+        ("DEADLINE 0", abi::LOCK_DEADLINE, 0, libc::ETIMEDOUT),
+        (
+            "DEADLINE now-1ms",
+            abi::LOCK_DEADLINE,
+            now - 1_000_000,
+            libc::ETIMEDOUT,
+        ),
+        ("NONBLOCK", abi::LOCK_NONBLOCK, 0, libc::EBUSY),
     ] {
         let (r, out) = acquire(&a, i, flags, deadline);
-        expect_errno(r, libc::EBUSY, &format!("ACQUIRE {what} of a held lock"))?;
+        expect_errno(r, errno, &format!("ACQUIRE {what} of a held lock"))?;
         ensure_eq!(out.holder_pid, hp, "ACQUIRE {what}: holder_pid");
         let (r, out) = acquire_set(&a, bit(i) | bit(j), flags, deadline);
-        expect_errno(
-            r,
-            libc::EBUSY,
-            &format!("ACQUIRE_SET {what} of a held lock"),
-        )?;
+        expect_errno(r, errno, &format!("ACQUIRE_SET {what} of a held lock"))?;
         ensure_eq!(out.holder_pid, hp, "ACQUIRE_SET {what}: holder_pid");
+    }
+    match a.acquire(i, Wait::Deadline(tt_arbiter::Monotonic(1))) {
+        Err(Error::Timeout { holder_pid }) if holder_pid == hp => {}
+        other => {
+            return Err(format!(
+                "client acquire with a past Wait::Deadline: {other:?}, expected Timeout {{ holder_pid: {hp} }}"
+            ))
+        }
     }
     ensure_eq!(
         expect_ok(
@@ -388,8 +400,10 @@ pub fn two_opens_conflict() -> TestResult {
 }
 
 /// Each release wakes exactly the next waiter: 8 waiters handed off in
-/// turn, counters exact, no spurious wake-up; waiters of another lock stay
-/// asleep.
+/// turn, counters exact, no spurious wake-up (every return of a waiter from
+/// its sleep without a grant counts); waiters of another lock stay asleep:
+/// their voluntary context switches do not move while the 8 hand-offs
+/// happen.
 pub fn one_waiter_woken_per_release() -> TestResult {
     let (i, other) = (16, 17);
     let a = open(0)?;
@@ -405,6 +419,11 @@ pub fn one_waiter_woken_per_release() -> TestResult {
         wait_waiters(&a, other, n + 1)?;
         bystanders.push(w);
     }
+    let mut switches = Vec::new();
+    for w in &bystanders {
+        wait_asleep(w.pid)?;
+        switches.push(voluntary_switches(w.pid)?);
+    }
     let before = query(&a, i)?.raw;
     let other_before = query(&a, other)?.raw;
     let (children, grants) = queue_chain(&a, 0, i, 8, |_| How::Acquire)?;
@@ -416,7 +435,20 @@ pub fn one_waiter_woken_per_release() -> TestResult {
     ensure!(!q.held && q.waiters == 0, "after the hand-offs: {q:?}");
     ensure_eq!(q.raw.acquisitions, before.acquisitions + 8, "acquisitions");
     ensure_eq!(q.raw.contended, before.contended + 8, "contended");
-    ensure_eq!(q.raw.spurious_wakeups, 0, "spurious_wakeups of lock {i}");
+    for (w, before) in bystanders.iter().zip(&switches) {
+        let after = voluntary_switches(w.pid)?;
+        ensure_eq!(
+            after,
+            *before,
+            "voluntary context switches of a waiter of lock {other} (pid {}) during 8 hand-offs of lock {i}",
+            w.pid
+        );
+    }
+    ensure_eq!(
+        q.raw.spurious_wakeups,
+        before.spurious_wakeups,
+        "spurious_wakeups of lock {i}"
+    );
     let qo = query(&a, other)?;
     ensure!(
         qo.waiters == 2 && !qo.held_by_caller && qo.holder_pid == getpid(),
@@ -424,7 +456,7 @@ pub fn one_waiter_woken_per_release() -> TestResult {
     );
     ensure_eq!(
         qo.raw.spurious_wakeups,
-        0,
+        other_before.spurious_wakeups,
         "spurious_wakeups of lock {other}"
     );
     ensure_eq!(
@@ -440,7 +472,7 @@ pub fn one_waiter_woken_per_release() -> TestResult {
     }
     let qo = query(&a, other)?;
     ensure!(
-        !qo.held && qo.raw.spurious_wakeups == 0,
+        !qo.held && qo.raw.spurious_wakeups == other_before.spurious_wakeups,
         "other lock at the end: {qo:?}"
     );
     Ok(())
@@ -555,4 +587,361 @@ pub fn close_releases_synchronously() -> TestResult {
         "right after the waiter's close() the lock is still held: {q:?}"
     );
     finish(w)
+}
+
+// ---- what a process is doing, from /proc -------------------------------------------
+
+/// Field 3 of `/proc/PID/stat`: R, S (interruptible sleep), D, T, t, ...
+fn proc_state(pid: libc::pid_t) -> Result<char, String> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = fs::read_to_string(&path).map_err(|e| format!("read {path}: {e}"))?;
+    // The comm, in parentheses, may hold spaces: the state follows the last ')'.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|s| s.chars().next())
+        .ok_or_else(|| format!("{path}: no state in {stat:?}"))
+}
+
+/// Waits (bounded) until process `pid` sleeps interruptibly: a waiter
+/// known to be queued (QUERY) is then asleep in its wait.
+pub fn wait_asleep(pid: libc::pid_t) -> TestResult {
+    let start = Instant::now();
+    loop {
+        let state = proc_state(pid)?;
+        if state == 'S' {
+            return Ok(());
+        }
+        ensure!(
+            start.elapsed() < PATIENCE,
+            "pid {pid} not asleep within {PATIENCE:?} (state {state})"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// `voluntary_ctxt_switches` of `/proc/PID/status` (its main thread): a
+/// sleeping waiter that is woken and sleeps again adds one.
+pub fn voluntary_switches(pid: libc::pid_t) -> Result<u64, String> {
+    let path = format!("/proc/{pid}/status");
+    let status = fs::read_to_string(&path).map_err(|e| format!("read {path}: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("{path}: no voluntary_ctxt_switches"))
+}
+
+// ---- stop, freeze, ptrace: a waiter keeps its place -------------------------------------
+
+/// A DEADLINE waiter whose deadline passes while it is stopped gets
+/// ETIMEDOUT when it continues (the restarted call times out at once with
+/// the holder's pid), never EBUSY, and leaves the queue.
+pub fn deadline_passed_while_stopped() -> TestResult {
+    let i = 21;
+    let a = open(0)?;
+    ensure_free(&a, i)?;
+    ctx(a.acquire(i, Wait::Try), "ACQUIRE")?;
+    let mut w = worker("waiter", 0)?;
+    // Far enough ahead to stop the waiter first; if it times out before
+    // the stop the answer is the same.
+    let deadline = now_ns() + 2_000_000_000;
+    let cmd = format!("deadline {i} {deadline}");
+    w.send(&cmd)?;
+    wait_waiters(&a, i, 1)?;
+    w.kill(libc::SIGSTOP)?;
+    w.wait_stopped()?;
+    // The condition is the clock, not another process.
+    while now_ns() <= deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    w.kill(libc::SIGCONT)?;
+    w.wait_continued()?;
+    let holder = err_reply(&mut w, &cmd, libc::ETIMEDOUT)?;
+    ensure_eq!(holder, getpid(), "holder_pid of the ETIMEDOUT");
+    wait_waiters(&a, i, 0)?;
+    ensure!(
+        query(&a, i)?.held_by_caller,
+        "the lock left its holder: {:?}",
+        query(&a, i)?
+    );
+    finish(w)?;
+    ctx(a.release(bit(i)), "RELEASE")?;
+    ensure_free(&a, i)
+}
+
+/// How a queued waiter is taken out of its sleep without a handler running.
+#[derive(Clone, Copy, Debug)]
+enum Pause {
+    /// SIGSTOP, then SIGCONT.
+    Stop,
+    /// PTRACE_SEIZE + PTRACE_INTERRUPT (what strace -p and gdb do), then
+    /// PTRACE_DETACH.
+    Ptrace,
+    /// The cgroup v2 freezer (docker pause), then a thaw.
+    Freeze,
+}
+
+const FREEZER: &str = "/sys/fs/cgroup/tt-ioctl-test";
+
+fn write_file(path: &str, value: &str) -> TestResult {
+    fs::write(path, value).map_err(|e| format!("write {value:?} to {path}: {e}"))
+}
+
+/// Polls `FREEZER/cgroup.events` until it says `frozen` is `want`.
+fn wait_frozen(want: bool) -> TestResult {
+    let path = format!("{FREEZER}/cgroup.events");
+    let line = if want { "frozen 1" } else { "frozen 0" };
+    let start = Instant::now();
+    loop {
+        let events = fs::read_to_string(&path).map_err(|e| format!("read {path}: {e}"))?;
+        if events.lines().any(|l| l == line) {
+            return Ok(());
+        }
+        ensure!(
+            start.elapsed() < PATIENCE,
+            "{path} never said {line:?}: {events:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A cgroup v2 directory to freeze in, cgroup2 mounted if need be.
+fn freezer_cgroup() -> TestResult {
+    if fs::metadata("/sys/fs/cgroup/cgroup.controllers").is_err() {
+        let (src, dst, fstype) = (c"none", c"/sys/fs/cgroup", c"cgroup2");
+        // SAFETY: mount(2) with NUL-terminated strings and no data.
+        let rc = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                dst.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        ensure!(
+            rc == 0,
+            "mount cgroup2 on /sys/fs/cgroup: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    match fs::create_dir(FREEZER) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("mkdir {FREEZER}: {e}")),
+    }
+}
+
+fn ptrace(request: libc::c_uint, pid: libc::pid_t) -> TestResult {
+    // SAFETY: ptrace requests without data on our own child.
+    let rc = unsafe { libc::ptrace(request, pid, 0usize, 0usize) };
+    ensure!(
+        rc == 0,
+        "ptrace({request:#x}, {pid}): {}",
+        std::io::Error::last_os_error()
+    );
+    Ok(())
+}
+
+/// Takes `pid` out of its sleep as `how` says; returns once it is stopped
+/// or frozen.
+fn pause(w: &crate::util::Child, how: Pause) -> TestResult {
+    match how {
+        Pause::Stop => {
+            w.kill(libc::SIGSTOP)?;
+            w.wait_stopped()
+        }
+        Pause::Ptrace => {
+            ptrace(libc::PTRACE_SEIZE, w.pid)?;
+            ptrace(libc::PTRACE_INTERRUPT, w.pid)?;
+            let status = waitpid(w.pid, libc::__WALL)?;
+            ensure!(
+                libc::WIFSTOPPED(status),
+                "traced waiter not stopped: {}",
+                describe_status(status)
+            );
+            Ok(())
+        }
+        Pause::Freeze => {
+            write_file(&format!("{FREEZER}/cgroup.procs"), &w.pid.to_string())?;
+            write_file(&format!("{FREEZER}/cgroup.freeze"), "1")?;
+            wait_frozen(true)
+        }
+    }
+}
+
+/// Lets `pid` run on after [`pause`].
+fn resume(w: &crate::util::Child, how: Pause) -> TestResult {
+    match how {
+        Pause::Stop => {
+            w.kill(libc::SIGCONT)?;
+            w.wait_continued()
+        }
+        Pause::Ptrace => ptrace(libc::PTRACE_DETACH, w.pid),
+        Pause::Freeze => {
+            write_file(&format!("{FREEZER}/cgroup.freeze"), "0")?;
+            wait_frozen(false)
+        }
+    }
+}
+
+/// A queued waiter that is stopped (SIGSTOP), trapped by ptrace or frozen
+/// keeps its place: its request stays queued meanwhile, and once it runs
+/// again it is served before a waiter that queued after it, for ACQUIRE
+/// and LOCK_CTL ACQUIRE_BLOCKING.
+fn keeps_the_place(i: u32, how: Pause) -> TestResult {
+    let a = open(0)?;
+    ensure_free(&a, i)?;
+    for cmd in [
+        format!("acquire {i}"),
+        format!("ctl {i} {}", abi::LOCK_CTL_ACQUIRE_BLOCKING),
+    ] {
+        ctx(a.acquire(i, Wait::Try), "ACQUIRE")?;
+        let mut first = worker("first waiter", 0)?;
+        first.send(&cmd)?;
+        wait_waiters(&a, i, 1)?;
+        let mut second = worker("second waiter", 0)?;
+        second.send(&format!("acquire {i}"))?;
+        wait_waiters(&a, i, 2)?;
+        wait_asleep(first.pid)?;
+        pause(&first, how)?;
+        let q = query(&a, i)?;
+        ensure!(
+            q.waiters == 2,
+            "{how:?} of the first waiter ({cmd}) took its request out of the queue: {q:?}"
+        );
+        resume(&first, how)?;
+        ctx(a.release(bit(i)), "RELEASE")?;
+        let q = query(&a, i)?;
+        ensure!(
+            q.holder_pid == first.pid as u32 && q.waiters == 1,
+            "after {how:?} of the first waiter ({cmd}), RELEASE must hand the lock to it (pid {}), not to the second (pid {}): {q:?}",
+            first.pid,
+            second.pid
+        );
+        ok_reply(&mut first, &cmd)?;
+        ok(&mut first, &format!("release {:x}", bit(i)))?;
+        ok_reply(&mut second, "acquire")?;
+        ok(&mut second, &format!("release {:x}", bit(i)))?;
+        finish(first)?;
+        finish(second)?;
+        ensure_free(&a, i)?;
+    }
+    Ok(())
+}
+
+/// SIGSTOP/SIGCONT of a queued waiter keeps its place.
+pub fn stop_keeps_the_place() -> TestResult {
+    keeps_the_place(22, Pause::Stop)
+}
+
+/// A ptrace attach (seize and interrupt, then detach) keeps its place.
+pub fn ptrace_keeps_the_place() -> TestResult {
+    keeps_the_place(23, Pause::Ptrace)
+}
+
+/// The cgroup v2 freezer keeps its place.
+pub fn freeze_keeps_the_place() -> TestResult {
+    freezer_cgroup()?;
+    let result = keeps_the_place(32, Pause::Freeze);
+    // The workers have exited: the cgroup is empty again.
+    let _ = fs::remove_dir(FREEZER);
+    result
+}
+
+// ---- pollers and blocking waiters --------------------------------------------------------
+
+/// UMD's pattern (LOCK_CTL ACQUIRE every millisecond, never blocking)
+/// against two processes that take turns with blocking ACQUIREs, each
+/// holding the lock until the other is queued asleep, so that the lock is
+/// never free while both run. The poller must still get the lock: its
+/// failed tries hold a place in the queue, and a release reaching it keeps
+/// the lock for the poller's next try. (Before, every try failed.)
+pub fn poller_gets_its_turn() -> TestResult {
+    const ROUNDS: u64 = 20;
+    let i = 45;
+    let a = open(0)?;
+    ensure_free(&a, i)?;
+    // Words: 0 poller's grants while both blockers ran; 1 poller's tries;
+    // 2+k blocker k's intent (about to block in ACQUIRE); 4+k its pid;
+    // 6+k its "done".
+    let shm = Shared::new(4096)?;
+    let s = &shm;
+    let blocker = |k: usize| {
+        spawn(&format!("blocker {k}"), &[], move |link| {
+            let d = open(0)?;
+            s.u64(4 + k).store(u64::from(std::process::id()), SeqCst);
+            link.send("ready")?;
+            link.expect("go")?;
+            let other = 1 - k;
+            for _ in 0..ROUNDS {
+                s.u64(2 + k).store(1, SeqCst);
+                let (r, _) = acquire(&d, i, 0, 0);
+                s.u64(2 + k).store(0, SeqCst);
+                expect_ok(r, "blocking ACQUIRE")?;
+                // Hold until the other blocks in its ACQUIRE (or is done).
+                let start = Instant::now();
+                loop {
+                    if s.u64(6 + other).load(SeqCst) == 1 {
+                        break;
+                    }
+                    let pid = s.u64(4 + other).load(SeqCst) as libc::pid_t;
+                    if s.u64(2 + other).load(SeqCst) == 1 && proc_state(pid)? == 'S' {
+                        break;
+                    }
+                    ensure!(start.elapsed() < PATIENCE, "the other blocker never queued");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                expect_ok(release(&d, bit(i)), "RELEASE")?;
+            }
+            s.u64(6 + k).store(1, SeqCst);
+            Ok(())
+        })
+    };
+    let mut b0 = blocker(0)?;
+    let mut b1 = blocker(1)?;
+    b0.expect("ready")?;
+    b1.expect("ready")?;
+    let poller = spawn("poller", &[], move |_| {
+        let d = open(0)?;
+        while s.u64(6).load(SeqCst) == 0 || s.u64(7).load(SeqCst) == 0 {
+            s.u64(1).fetch_add(1, SeqCst);
+            if expect_ok(
+                lock_ctl(&d, i as u8, abi::LOCK_CTL_ACQUIRE),
+                "LOCK_CTL ACQUIRE",
+            )? == 1
+            {
+                // Counted only while both blockers run: then the lock is
+                // never free, and only a kept place can give it.
+                if s.u64(6).load(SeqCst) == 0 && s.u64(7).load(SeqCst) == 0 {
+                    s.u64(0).fetch_add(1, SeqCst);
+                }
+                let v = expect_ok(
+                    lock_ctl(&d, i as u8, abi::LOCK_CTL_RELEASE),
+                    "LOCK_CTL RELEASE",
+                )?;
+                ensure_eq!(v, 1, "LOCK_CTL RELEASE value");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    })?;
+    b0.send("go")?;
+    b1.send("go")?;
+    b0.wait()?;
+    b1.wait()?;
+    poller.wait()?;
+    let got = shm.u64(0).load(SeqCst);
+    println!(
+        "# figure poller_grants={got} (tries {}, blocking grants {})",
+        shm.u64(1).load(SeqCst),
+        2 * ROUNDS
+    );
+    ensure!(
+        got >= 1,
+        "the poller never got the lock in {} tries while two blockers took {} turns",
+        shm.u64(1).load(SeqCst),
+        2 * ROUNDS
+    );
+    ensure_free(&a, i)
 }

@@ -1,6 +1,9 @@
-//! ACQUIRE_SET: all or nothing, owner-died mask, arrival order (no barging).
+//! ACQUIRE_SET: all or nothing, owner-died mask, arrival order (no barging),
+//! and arrival order never making a holder wait for a set that waits for it.
 
-use tt_arbiter::{abi, Wait};
+use std::os::fd::{AsRawFd, RawFd};
+
+use tt_arbiter::{abi, Device, Wait};
 
 use crate::util::*;
 use crate::worker::{finish, ok, ok_reply, worker};
@@ -101,7 +104,7 @@ pub fn arrival_order_no_barging() -> TestResult {
     ensure_eq!(out.holder_pid, 0, "holder_pid of a free lock");
     expect_errno(
         acquire(&c, y, abi::LOCK_DEADLINE, 0).0,
-        libc::EBUSY,
+        libc::ETIMEDOUT,
         "past-deadline ACQUIRE of that lock",
     )?;
     expect_errno(
@@ -152,4 +155,154 @@ pub fn arrival_order_no_barging() -> TestResult {
     finish(b)?;
     finish(d)?;
     ensure_free(&a, x)
+}
+
+/// Blocking requests of lock `index` on the open file `fd`, from a child
+/// that shares it (so the same lock owner): blocking ACQUIRE, then LOCK_CTL
+/// ACQUIRE_BLOCKING, each reported ("acquire", "ctl") and released before
+/// the next. A request that never returns shows as a child that says
+/// nothing within PATIENCE.
+fn blocking_requests(fd: RawFd, index: u32) -> Result<Child, String> {
+    spawn("same file", &[fd], move |link| {
+        let (r, _) = acquire(&fd, index, 0, 0);
+        expect_ok(r, "blocking ACQUIRE")?;
+        link.send("acquire")?;
+        expect_ok(release(&fd, bit(index)), "RELEASE")?;
+        let v = expect_ok(
+            lock_ctl(&fd, index as u8, abi::LOCK_CTL_ACQUIRE_BLOCKING),
+            "LOCK_CTL ACQUIRE_BLOCKING",
+        )?;
+        ensure_eq!(v, 1, "LOCK_CTL ACQUIRE_BLOCKING value");
+        link.send("ctl")?;
+        let v = expect_ok(
+            lock_ctl(&fd, index as u8, abi::LOCK_CTL_RELEASE),
+            "LOCK_CTL RELEASE",
+        )?;
+        ensure_eq!(v, 1, "LOCK_CTL RELEASE value");
+        Ok(())
+    })
+}
+
+/// Every command of the holder of a set's lock for a free lock `index`
+/// that a queued set (waiting for the holder) wants: granted at once.
+fn holder_gets_a_free_lock(j: &Device, index: u32, what: &str) -> TestResult {
+    let (r, _) = acquire(j, index, abi::LOCK_NONBLOCK, 0);
+    expect_ok(r, &format!("NONBLOCK ACQUIRE of {what}"))?;
+    ctx(j.release(bit(index)), "RELEASE")?;
+    let v = expect_ok(
+        lock_ctl(j, index as u8, abi::LOCK_CTL_ACQUIRE),
+        "LOCK_CTL ACQUIRE",
+    )?;
+    ensure_eq!(v, 1, "LOCK_CTL ACQUIRE (try) of {what}");
+    ctx(j.release(bit(index)), "RELEASE")?;
+    let (r, _) = acquire_set(j, bit(index), abi::LOCK_NONBLOCK, 0);
+    expect_ok(r, &format!("NONBLOCK ACQUIRE_SET of {what}"))?;
+    ctx(j.release(bit(index)), "RELEASE")?;
+    let mut same = blocking_requests(j.as_raw_fd(), index)?;
+    same.expect("acquire")
+        .map_err(|e| format!("blocking ACQUIRE of {what}: {e}"))?;
+    same.expect("ctl")
+        .map_err(|e| format!("LOCK_CTL ACQUIRE_BLOCKING of {what}: {e}"))?;
+    same.wait()
+}
+
+/// File J holds CHIP_IN_USE (UMD holds it for a whole run); another file
+/// queues ACQUIRE_SET {CHIP_IN_USE, ARC_MSG}, which marks the free ARC_MSG
+/// wanted. The set waits for J, so J must not wait for it: every way J
+/// asks for ARC_MSG (try, LOCK_CTL try, blocking, LOCK_CTL blocking) gets it
+/// at once, and the set still gets both locks when J is done.
+pub fn queued_set_does_not_block_its_holder() -> TestResult {
+    let (chip, arc) = (abi::LOCK_CHIP_IN_USE, abi::LOCK_ARC_MSG);
+    let j = open(0)?;
+    ensure_free(&j, chip)?;
+    ensure_free(&j, arc)?;
+    ctx(j.acquire(chip, Wait::Try), "ACQUIRE CHIP_IN_USE")?;
+    let mut k = worker("set waiter", 0)?;
+    let cmd = format!("set {:x}", bit(chip) | bit(arc));
+    k.send(&cmd)?;
+    wait_waiters(&j, arc, 1)?;
+    holder_gets_a_free_lock(&j, arc, "ARC_MSG by the holder of CHIP_IN_USE")?;
+    let q = query(&j, arc)?;
+    ensure!(
+        !q.held && q.waiters == 1,
+        "ARC_MSG after J's requests: {q:?}"
+    );
+    ctx(j.release(bit(chip)), "RELEASE CHIP_IN_USE")?;
+    ok_reply(&mut k, &cmd)?;
+    for i in [chip, arc] {
+        ensure_eq!(query(&j, i)?.holder_pid, k.pid as u32, "holder of lock {i}");
+    }
+    ok(&mut k, &format!("release {:x}", bit(chip) | bit(arc)))?;
+    finish(k)?;
+    ensure_free(&j, chip)?;
+    ensure_free(&j, arc)
+}
+
+/// As above, but ARC_MSG is held by L when J asks: J queues behind the
+/// set, and L's release goes to J (before, it went to nobody: the set
+/// waited for J, J for the set).
+pub fn holder_behind_a_set_gets_the_freed_lock() -> TestResult {
+    let (chip, arc) = (abi::LOCK_CHIP_IN_USE, abi::LOCK_ARC_MSG);
+    let j = open(0)?;
+    ensure_free(&j, chip)?;
+    ensure_free(&j, arc)?;
+    ctx(j.acquire(chip, Wait::Try), "ACQUIRE CHIP_IN_USE")?;
+    let mut l = worker("ARC_MSG holder", 0)?;
+    ok(&mut l, &format!("acquire {arc}"))?;
+    let mut k = worker("set waiter", 0)?;
+    let cmd = format!("set {:x}", bit(chip) | bit(arc));
+    k.send(&cmd)?;
+    wait_waiters(&j, arc, 1)?;
+    let mut same = blocking_requests(j.as_raw_fd(), arc)?;
+    wait_waiters(&j, arc, 2)?;
+    ok(&mut l, &format!("release {:x}", bit(arc)))?;
+    same.expect("acquire")
+        .map_err(|e| format!("J's blocking ACQUIRE of ARC_MSG after L released it: {e}"))?;
+    same.expect("ctl")
+        .map_err(|e| format!("J's LOCK_CTL ACQUIRE_BLOCKING of ARC_MSG: {e}"))?;
+    same.wait()?;
+    ctx(j.release(bit(chip)), "RELEASE CHIP_IN_USE")?;
+    ok_reply(&mut k, &cmd)?;
+    ok(&mut k, &format!("release {:x}", bit(chip) | bit(arc)))?;
+    finish(k)?;
+    finish(l)?;
+    ensure_free(&j, chip)?;
+    ensure_free(&j, arc)
+}
+
+/// Chains: sets {X,Y} and {Y,Z} queued, J holds X and asks for Z. The
+/// second set waits for the first, which waits for J: J gets Z at once by
+/// every command, and the sets are then served in arrival order.
+pub fn chain_of_sets_does_not_block_its_holder() -> TestResult {
+    let (x, y, z) = (40, 41, 42);
+    let j = open(0)?;
+    for i in [x, y, z] {
+        ensure_free(&j, i)?;
+    }
+    ctx(j.acquire(x, Wait::Try), "ACQUIRE X")?;
+    let mut p = worker("set {X,Y}", 0)?;
+    let cmd_p = format!("set {:x}", bit(x) | bit(y));
+    p.send(&cmd_p)?;
+    wait_waiters(&j, y, 1)?;
+    let mut q = worker("set {Y,Z}", 0)?;
+    let cmd_q = format!("set {:x}", bit(y) | bit(z));
+    q.send(&cmd_q)?;
+    wait_waiters(&j, z, 1)?;
+    holder_gets_a_free_lock(&j, z, "Z by the holder of X")?;
+    ctx(j.release(bit(x)), "RELEASE X")?;
+    ok_reply(&mut p, &cmd_p)?;
+    let st = query(&j, z)?;
+    ensure!(
+        !st.held && st.waiters == 1,
+        "{{Y,Z}} must wait for {{X,Y}}: {st:?}"
+    );
+    ok(&mut p, &format!("release {:x}", bit(x) | bit(y)))?;
+    ok_reply(&mut q, &cmd_q)?;
+    ok(&mut q, &format!("release {:x}", bit(y) | bit(z)))?;
+    finish(p)?;
+    finish(q)?;
+    for i in [x, y, z] {
+        ensure_free(&j, i)?;
+    }
+    Ok(())
 }

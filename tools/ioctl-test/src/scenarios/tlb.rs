@@ -30,7 +30,7 @@ fn free_compat(dev: &impl AsRawFd, id: u32) -> io::Result<i32> {
 }
 
 /// TLB_ALLOCATE (ours).
-fn tlb_allocate(
+pub(crate) fn tlb_allocate(
     dev: &impl AsRawFd,
     size: u64,
     flags: u32,
@@ -78,7 +78,7 @@ fn wait_tlb_waiters(card: u32, name: &str, n: u64) -> TestResult {
 
 /// Allocates every free window of `size` on `dev` (ALLOCATE_TLB until
 /// ENOMEM); returns the ids in order.
-fn exhaust(dev: &Device, size: u64) -> Result<Vec<u32>, String> {
+pub(crate) fn exhaust(dev: &Device, size: u64) -> Result<Vec<u32>, String> {
     let mut ids = Vec::new();
     loop {
         match alloc_compat(dev, size) {
@@ -237,7 +237,8 @@ pub fn errors_and_permissions() -> TestResult {
 }
 
 /// ENOMEM (C driver) and EBUSY (NONBLOCK) when none is free; a deadline
-/// never ends early; a blocking waiter gets the freed window; no barging.
+/// times out (ETIMEDOUT, at once when already past) and never early; a
+/// blocking waiter gets the freed window; no barging.
 pub fn enomem_vs_blocking() -> TestResult {
     let holder = open(0)?;
     let ids = exhaust(&holder, 2 * MIB)?;
@@ -255,7 +256,7 @@ pub fn enomem_vs_blocking() -> TestResult {
     )?;
     expect_errno(
         tlb_allocate(&other, 2 * MIB, abi::LOCK_DEADLINE, 1).0,
-        libc::EBUSY,
+        libc::ETIMEDOUT,
         "TLB_ALLOCATE with a past deadline",
     )?;
     let deadline = now_ns() + 150_000_000;

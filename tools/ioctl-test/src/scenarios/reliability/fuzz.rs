@@ -310,6 +310,10 @@ enum Known {
     AllocateTlb,
     /// FREE_TLB: writes nothing.
     FreeTlb,
+    /// QUERY_MAPPINGS: writes `output_mapping_count` 24-byte entries at +8.
+    QueryMappings,
+    /// CONFIGURE_TLB: writes nothing.
+    ConfigureTlb,
     /// Ours: writes back `size` bytes (0: RELEASE writes nothing).
     Ours { writes: usize },
 }
@@ -322,6 +326,8 @@ fn known(cmd: u32) -> Option<Known> {
         c if c == abi::IOCTL_LOCK_CTL => return Some(Known::LockCtl),
         c if c == abi::IOCTL_ALLOCATE_TLB => return Some(Known::AllocateTlb),
         c if c == abi::IOCTL_FREE_TLB => return Some(Known::FreeTlb),
+        c if c == abi::IOCTL_QUERY_MAPPINGS => return Some(Known::QueryMappings),
+        c if c == abi::IOCTL_CONFIGURE_TLB => return Some(Known::ConfigureTlb),
         _ => {}
     }
     let (dir, ty, nr, size) = (
@@ -393,6 +399,8 @@ fn judge(input: &Input, errno: i32) -> TestResult {
         Known::LockCtl => &[0, libc::EFAULT, libc::EINVAL, libc::EINTR],
         Known::AllocateTlb => &[0, libc::EFAULT, libc::EINVAL, libc::ENOMEM],
         Known::FreeTlb => &[0, libc::EFAULT, libc::EINVAL, libc::EPERM],
+        Known::QueryMappings => &[0, libc::EFAULT],
+        Known::ConfigureTlb => &[0, libc::EFAULT, libc::EINVAL, libc::EPERM],
         Known::Ours { .. } => &[
             0,
             libc::EFAULT,
@@ -436,7 +444,11 @@ fn write_window(input: &Input, ptr: usize) -> (usize, usize) {
             ptr.wrapping_add(12).saturating_add(osb),
         ),
         Some(Known::AllocateTlb) => (ptr.wrapping_add(16), ptr.wrapping_add(48)),
-        Some(Known::FreeTlb) => (0, 0),
+        Some(Known::FreeTlb) | Some(Known::ConfigureTlb) => (0, 0),
+        Some(Known::QueryMappings) => (
+            ptr.wrapping_add(8),
+            ptr.wrapping_add(8).saturating_add(osb.saturating_mul(24)),
+        ),
         Some(Known::Ours { writes }) => (ptr, ptr.saturating_add(writes)),
         None => (0, 0),
     }

@@ -263,7 +263,15 @@ pub fn signal_storm() -> TestResult {
         grants + 1,
         "QUERY acquisitions delta vs grants seen (+1 for the holder)"
     );
-    ensure_eq!(spurious, 0, "spurious_wakeups delta");
+    // spurious_wakeups counts every return from a sleep that found
+    // nothing to act on (issue 15). A SIGCONT that comes before the waiter
+    // has acted on the SIGSTOP that woke it takes that stop back: the
+    // waiter then finds no signal pending, which counts, at most once per
+    // SIGCONT. Anything beyond is a wake-up for nothing.
+    ensure!(
+        spurious <= cont,
+        "spurious_wakeups delta {spurious}, more than the {cont} SIGCONTs sent"
+    );
     ensure!(
         !after.held && after.waiters == 0,
         "lock {LOCK} not free at the end: {after:?}"

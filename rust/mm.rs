@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Mappings of device memory inserted at fault time, and revoked.
+//!
+//! Linux 7.3's `kernel::mm::virt` can set up a new VMA ([`VmaNew`]) but has
+//! no page fault handler, no way to insert a PFN with a VMA's protection,
+//! no write-combined or device protection, and no `address_space` to revoke
+//! mappings with `unmap_mapping_range()`. This file adds them:
+//!
+//! - [`set_io_pfnmap`] makes a new VMA a PFN mapping of device memory,
+//!   uncached or write-combined;
+//! - [`VmFault`] is a page fault in such a VMA, and [`VmFault::insert`]
+//!   inserts one page of an [`IoRange`] (a BAR's physical range, which only
+//!   a bound PCI device can give), so no fault handler can map RAM;
+//! - [`SharedMapping`] is an inode of a pseudo filesystem whose
+//!   `address_space` every open file of one device shares (as VFIO does):
+//!   [`SharedMapping::unmap`] zaps the mappings of a range of offsets in
+//!   every process, whichever device node (a second one made with `mknod`
+//!   included) the file was opened through.
+//!
+//! The static inlines and the pseudo filesystem are in `rust/mm_glue.c`.
+
+use core::{
+    ffi::c_void,
+    ptr::NonNull, //
+};
+use kernel::{
+    bindings,
+    device::Bound,
+    error::from_err_ptr,
+    ffi::c_ulong,
+    mm::virt::{
+        VmaNew,
+        VmaRef, //
+    },
+    page::PAGE_SHIFT,
+    pci,
+    prelude::*, //
+};
+
+// The C side's `struct vm_area_struct *` and `struct inode *`, passed as
+// untyped pointers: bindgen's layouts of both hold types Rust does not
+// consider FFI-safe, and nothing here reads them through these pointers.
+extern "C" {
+    fn tt_vma_set_io_pfnmap(vma: *mut c_void, write_combine: bool);
+    fn tt_mapping_inode_new() -> *mut c_void;
+    fn tt_mapping_inode_put(inode: *mut c_void);
+}
+
+/// How the CPU caches a mapping of device memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Caching {
+    /// Uncached, strongly ordered (`pgprot_device`).
+    Uncached,
+    /// Write-combined (`pgprot_writecombine`).
+    WriteCombined,
+}
+
+/// Makes `vma` a mapping of device memory whose pages the fault handler
+/// inserts: `VM_IO | VM_PFNMAP | VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP`
+/// (not copied into a child on fork, never grown by `mremap`, never in a
+/// core dump) with the page protection of `caching`.
+pub(crate) fn set_io_pfnmap(vma: &VmaNew, caching: Caching) {
+    // SAFETY: `vma` is a VMA being set up by an `mmap` callback, whose flags
+    // and protection may be changed (that is what `VmaNew` stands for).
+    unsafe { tt_vma_set_io_pfnmap(vma.as_ptr().cast(), caching == Caching::WriteCombined) };
+}
+
+/// Tags a VMA made by [`set_io_pfnmap`] with a number its faults can read
+/// back ([`VmFault::tag`]), kept in `vm_private_data` as a plain value
+/// (never a pointer: nothing is owned through it).
+pub(crate) fn set_tag(vma: &VmaNew, tag: usize) {
+    // SAFETY: `vma` is being set up by an `mmap` callback, which owns its
+    // `vm_private_data`; the value is never dereferenced.
+    unsafe { (*vma.as_ptr()).vm_private_data = tag as *mut c_void };
+}
+
+/// The physical range of a PCI BAR of memory.
+///
+/// # Invariants
+///
+/// `start..start + len` was, when this was made, the resource of a BAR of
+/// a bound PCI device, with `start` page aligned.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IoRange {
+    start: u64,
+    len: u64,
+}
+
+impl IoRange {
+    /// BAR `bar` of `pdev`; `None` when it has no resource or is not page
+    /// aligned.
+    pub(crate) fn of_bar(pdev: &pci::Device<Bound>, bar: u32) -> Option<Self> {
+        let start = pdev.resource_start(bar).ok()?;
+        let len = pdev.resource_len(bar).ok()?;
+        let page_mask = (1u64 << PAGE_SHIFT) - 1;
+        if len == 0 || start & page_mask != 0 {
+            return None;
+        }
+        // INVARIANT: checked above.
+        Some(Self { start, len })
+    }
+
+    /// The length of the range in bytes.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+/// What a fault handler answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FaultResult(bindings::vm_fault_t);
+
+impl FaultResult {
+    /// The access is not allowed: the process gets `SIGBUS`.
+    pub(crate) const SIGBUS: Self =
+        Self(bindings::vm_fault_reason_VM_FAULT_SIGBUS as bindings::vm_fault_t);
+
+    /// The raw `vm_fault_t`.
+    pub(crate) fn as_raw(self) -> bindings::vm_fault_t {
+        self.0
+    }
+}
+
+/// A page fault in a VMA made by [`set_io_pfnmap`].
+///
+/// # Invariants
+///
+/// `vmf` is the fault being handled by the current `vm_operations_struct`
+/// `fault` callback of a VMA set up by [`set_io_pfnmap`], for the duration
+/// of that call.
+pub(crate) struct VmFault {
+    vmf: NonNull<bindings::vm_fault>,
+}
+
+impl VmFault {
+    /// # Safety
+    ///
+    /// `vmf` must be the fault passed to a `fault` callback of a VMA set up
+    /// by [`set_io_pfnmap`], and the result must not outlive that call.
+    pub(crate) unsafe fn from_raw(vmf: NonNull<bindings::vm_fault>) -> Self {
+        // INVARIANT: by the safety requirements.
+        Self { vmf }
+    }
+
+    /// The tag [`set_tag`] gave the VMA (0 if none).
+    pub(crate) fn tag(&self) -> usize {
+        // SAFETY: by the type invariants `vmf` and its VMA are valid.
+        unsafe { (*self.vmf.as_ref().__bindgen_anon_1.vma).vm_private_data as usize }
+    }
+
+    /// The offset in the file of the faulting page, in bytes.
+    pub(crate) fn offset(&self) -> u64 {
+        // SAFETY: by the type invariants `vmf` is valid.
+        let pgoff = unsafe { self.vmf.as_ref().__bindgen_anon_1.pgoff };
+        (pgoff as u64) << PAGE_SHIFT
+    }
+
+    /// Inserts the page at `offset` bytes into `range` for the faulting
+    /// address, with the VMA's protection. `SIGBUS` if `offset` is outside
+    /// the range.
+    pub(crate) fn insert(&self, range: &IoRange, offset: u64) -> FaultResult {
+        if offset >= range.len {
+            return FaultResult::SIGBUS;
+        }
+        let Ok(pfn) = c_ulong::try_from((range.start + offset) >> PAGE_SHIFT) else {
+            return FaultResult::SIGBUS;
+        };
+        // SAFETY: by the type invariants `vmf` and its VMA are valid, and
+        // the fault handler may insert into its VMA, a VM_PFNMAP one.
+        let ret = unsafe {
+            let fault = &self.vmf.as_ref().__bindgen_anon_1;
+            let vma = fault.vma;
+            bindings::vmf_insert_pfn_prot(
+                vma,
+                fault.address & !((1 << PAGE_SHIFT) - 1),
+                pfn,
+                (*vma).vm_page_prot,
+            )
+        };
+        FaultResult(ret)
+    }
+}
+
+/// An `address_space` shared by every open file of one device.
+///
+/// # Invariants
+///
+/// `inode` was returned by `tt_mapping_inode_new()` and is put only in
+/// [`Drop`].
+pub(crate) struct SharedMapping {
+    inode: NonNull<bindings::inode>,
+}
+
+// SAFETY: The inode is reference counted by the VFS and may be used and put
+// from any thread.
+unsafe impl Send for SharedMapping {}
+// SAFETY: `unmap_mapping_range` takes the locks it needs.
+unsafe impl Sync for SharedMapping {}
+
+impl SharedMapping {
+    /// A new inode of the module's pseudo filesystem.
+    pub(crate) fn new() -> Result<Self> {
+        // SAFETY: No preconditions.
+        let inode = from_err_ptr(unsafe { tt_mapping_inode_new() })?.cast::<bindings::inode>();
+        // INVARIANT: made above.
+        Ok(Self {
+            inode: NonNull::new(inode).ok_or(ENOMEM)?,
+        })
+    }
+
+    /// The `address_space` to make a file's `f_mapping`.
+    pub(super) fn as_raw_mapping(&self) -> *mut bindings::address_space {
+        // SAFETY: by the type invariants the inode is live.
+        unsafe { (*self.inode.as_ptr()).i_mapping }
+    }
+
+    /// Zaps, in every process, the pages mapped from file offsets
+    /// `offset..offset + len` (`len` 0: to the end). The next access faults.
+    pub(crate) fn unmap(&self, offset: u64, len: u64) {
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return;
+        };
+        // SAFETY: the mapping is live; `unmap_mapping_range` takes the
+        // mapping's `i_mmap_rwsem` and the page table locks, not `mmap_lock`.
+        unsafe { bindings::unmap_mapping_range(self.as_raw_mapping(), offset, len, 1) };
+    }
+}
+
+impl Drop for SharedMapping {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariants the inode is ours to put. No file
+        // uses it any more: each holds a reference on the device data that
+        // owns this object.
+        unsafe { tt_mapping_inode_put(self.inode.as_ptr().cast()) };
+    }
+}
+
+/// The file offset, in bytes, that the first page of `vma` maps.
+pub(crate) fn vma_offset(vma: &VmaRef) -> u64 {
+    // SAFETY: `VmaRef` guarantees the VMA is valid for reading, and
+    // `vm_pgoff` does not change while the caller holds it (under the
+    // mmap or VMA lock).
+    let pgoff = unsafe { (*vma.as_ptr()).vm_pgoff };
+    (pgoff as u64) << PAGE_SHIFT
+}

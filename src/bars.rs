@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The card's BARs: the kernel's own mapping of them and their physical
+//! ranges, which userspace maps.
+//!
+//! BAR0, BAR2 and BAR4 (tt-kmd's RESOURCE0, 1 and 2) are requested and
+//! mapped at probe with `pci::Bar` as device-managed resources: the
+//! mappings are revoked when the card is unbound, so a command still
+//! running then gets `ENODEV` instead of touching a released BAR. A device
+//! bound through `new_id` may lack some BARs; those are simply absent.
+
+use crate::rust_ext::mm::IoRange;
+use kernel::{
+    device::Bound,
+    io::Io,
+    pci::{
+        self,
+        DevresBar, //
+    },
+    prelude::*, //
+};
+
+/// The BARs userspace sees as RESOURCE0, 1 and 2.
+pub(crate) const RESOURCE_BARS: [u32; 3] = [0, 2, 4];
+
+/// The card's BARs.
+pub(crate) struct Bars {
+    /// The kernel's mappings of BAR0, 2 and 4, revoked at unbind. BAR0
+    /// holds the TLB registers.
+    mapped: [Option<DevresBar>; 3],
+    /// Their physical ranges, for userspace mappings.
+    ranges: [Option<IoRange>; 3],
+}
+
+impl Bars {
+    /// Requests and maps BAR0, 2 and 4 of `pdev`, those it has.
+    pub(crate) fn map(pdev: &pci::Device<Bound>) -> Self {
+        let map_one = |bar: u32| -> Option<DevresBar> {
+            let mapped = pdev.iomap_region(bar, c"tenstorrent").ok()?;
+            mapped.into_devres().ok()
+        };
+        let mapped = RESOURCE_BARS.map(map_one);
+        let ranges = RESOURCE_BARS.map(|bar| IoRange::of_bar(pdev, bar));
+        Self { mapped, ranges }
+    }
+
+    /// The physical range of RESOURCE`resource` (0, 1 or 2).
+    pub(crate) fn range(&self, resource: usize) -> Option<&IoRange> {
+        self.ranges.get(resource)?.as_ref()
+    }
+
+    /// The size of RESOURCE`resource`, 0 if it has none.
+    pub(crate) fn len(&self, resource: usize) -> u64 {
+        self.range(resource).map_or(0, IoRange::len)
+    }
+
+    /// Writes `words` to BAR0 from `offset` on, 32 bits at a time in order.
+    /// `ENODEV` once the card is unbound (or without BAR0), `EINVAL` past
+    /// its end.
+    pub(crate) fn write_bar0(&self, offset: usize, words: &[u32]) -> Result {
+        let bar = self.mapped[0].as_ref().ok_or(ENODEV)?;
+        let bar = bar.try_access().ok_or(ENODEV)?;
+        for (i, &word) in words.iter().enumerate() {
+            bar.try_write32(word, offset + 4 * i)?;
+        }
+        Ok(())
+    }
+}

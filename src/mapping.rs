@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What userspace maps: QUERY_MAPPINGS, mmap of the BARs and of TLB
+//! windows, CONFIGURE_TLB, and the revocation of mappings.
+//!
+//! The mmap offsets are tt-kmd 2.10's (`memory.c`): `RESOURCEn_UC` at
+//! `2n << 36`, `RESOURCEn_WC` at `(2n + 1) << 36` (RESOURCE0/1/2 are BAR0,
+//! BAR2 and BAR4), and the TLB windows at `6 << 36` (UC) and `7 << 36` (WC)
+//! plus the window's BAR0 offset (Blackhole's 4 GiB windows in BAR4: after
+//! BAR0's 512 MiB). A mapping must lie inside one resource (`EINVAL`
+//! otherwise); a window mapping must start at a window and be no larger
+//! than it, and only the file that holds the window may map it (`EPERM`,
+//! the kernel's own window included).
+//!
+//! Pages are inserted at fault time, never at mmap: every open file of a
+//! card has the card's own `address_space` as its `f_mapping`
+//! ([`SharedMapping`]), so the driver revokes mappings with
+//! `unmap_mapping_range`, whatever node the file came from. The fault
+//! handler checks, under the lock that the revoker takes first, that the
+//! mapping is still allowed, and inserts the page before letting go:
+//!
+//! - a window's fault holds the pool's mutex ([`TlbPool::with_held`]);
+//!   freeing a window marks it not held under that mutex, zaps its
+//!   mappings with the mutex released, resets its register, and only then
+//!   hands it on. No fault can reinstate a revoked window (it finds the
+//!   window not held and gets `SIGBUS`), and the mutex is never held while
+//!   zapping, so there is no lock cycle with `mmap_lock` (faults take the
+//!   mutex under it; the zap takes neither);
+//! - a BAR's fault holds [`CardMemory`]'s `live` mutex; unbind clears it,
+//!   then zaps every mapping of the card before the BARs are released.
+//!
+//! FREE_TLB of a window that is still mapped revokes its mappings and
+//! succeeds (tt-kmd 2.10 answers `EBUSY`): the window is the file's to give
+//! back, like a lock, and the next access through the old mapping gets
+//! `SIGBUS`, whatever process made it.
+
+use crate::{
+    bars::Bars,
+    rust_ext::mm::{
+        set_io_pfnmap,
+        set_tag,
+        Caching,
+        FaultResult,
+        SharedMapping,
+        VmFault, //
+    },
+    tlb::{
+        Family,
+        Layout,
+        TlbPool, //
+    },
+    tlb_regs::{
+        self,
+        NocTlbConfig,
+        RegisterWrites, //
+    },
+    uapi::Mapping,
+};
+use core::sync::atomic::{
+    AtomicUsize,
+    Ordering, //
+};
+use kernel::{
+    mm::virt::VmaNew,
+    new_mutex,
+    prelude::*,
+    sync::Mutex, //
+};
+
+/// Each resource's offset space is this large.
+pub(crate) const MMAP_RESOURCE_SIZE: u64 = 1 << 36;
+const MMAP_RESOURCE_COUNT: u64 = 3;
+/// The TLB windows' offset spaces.
+pub(crate) const MMAP_OFFSET_TLB_UC: u64 = 6 << 36;
+pub(crate) const MMAP_OFFSET_TLB_WC: u64 = 7 << 36;
+/// Blackhole's 4 GiB windows' offsets start after BAR0's size.
+const BAR0_SIZE: u64 = 512 << 20;
+
+/// QUERY_MAPPINGS's mapping ids: `RESOURCEn_UC` = 2n + 1, `_WC` = 2n + 2.
+const MAPPING_RESOURCE0_UC: u32 = 1;
+
+/// The mappings QUERY_MAPPINGS reports for BARs of `lens` bytes
+/// (RESOURCE0/1/2), in tt-kmd's order: UC then WC of each resource that
+/// has a BAR, packed at the front.
+pub(crate) fn mappings(lens: [u64; 3]) -> ([Mapping; 6], usize) {
+    let mut out = [Mapping::default(); 6];
+    let mut count = 0;
+    for (resource, &len) in lens.iter().enumerate() {
+        if len == 0 {
+            continue;
+        }
+        for caching in 0..2u32 {
+            let kind = 2 * resource as u32 + caching;
+            out[count] = Mapping {
+                mapping_id: MAPPING_RESOURCE0_UC + kind,
+                reserved: 0,
+                mapping_base: u64::from(kind) * MMAP_RESOURCE_SIZE,
+                mapping_size: len,
+            };
+            count += 1;
+        }
+    }
+    (out, count)
+}
+
+/// A TLB window as the mmap offsets see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WindowPlace {
+    pub(crate) id: usize,
+    /// Offset of its first byte in the TLB offset space.
+    pub(crate) start: u64,
+    pub(crate) size: u64,
+    /// The resource (0: BAR0, 2: BAR4) and offset of its first byte there.
+    pub(crate) resource: usize,
+    pub(crate) bar_offset: u64,
+}
+
+/// The window of `layout` whose TLB-space offsets contain `offset`.
+pub(crate) fn window_at(layout: &Layout, offset: u64) -> Option<WindowPlace> {
+    let mut first = 0usize;
+    for (class, c) in layout.classes().iter().enumerate() {
+        let end = c.base + u64::from(c.total) * c.size;
+        if offset >= c.base && offset < end {
+            let position = (offset - c.base) / c.size;
+            let start = c.base + position * c.size;
+            let bar4 = layout.family == Family::Blackhole && class == 1;
+            return Some(WindowPlace {
+                id: first + position as usize,
+                start,
+                size: c.size,
+                resource: if bar4 { 2 } else { 0 },
+                bar_offset: if bar4 { start - BAR0_SIZE } else { start },
+            });
+        }
+        first += c.total as usize;
+    }
+    None
+}
+
+/// The place of window `id` of `layout`.
+pub(crate) fn window_place(layout: &Layout, id: usize) -> Option<WindowPlace> {
+    let mut first = 0usize;
+    for c in layout.classes() {
+        if id < first + c.total as usize {
+            return window_at(layout, c.base + (id - first) as u64 * c.size);
+        }
+        first += c.total as usize;
+    }
+    None
+}
+
+/// What an mmap request maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// `resource` from `offset` on.
+    Bar { resource: usize, offset: u64 },
+    /// A window, from its start.
+    Window(WindowPlace),
+}
+
+/// Decodes an mmap of `len` bytes at file offset `offset`: `EINVAL` unless
+/// it lies within one BAR of `lens` bytes, or starts at a window of
+/// `layout` and is no longer than it (and its BAR holds it).
+pub(crate) fn decode_mmap(
+    layout: &Layout,
+    lens: [u64; 3],
+    offset: u64,
+    len: u64,
+) -> Result<(Target, Caching)> {
+    let region = offset / MMAP_RESOURCE_SIZE;
+    let within = offset % MMAP_RESOURCE_SIZE;
+    let caching = if region % 2 == 0 {
+        Caching::Uncached
+    } else {
+        Caching::WriteCombined
+    };
+    let end = within.checked_add(len).ok_or(EINVAL)?;
+    if len == 0 {
+        return Err(EINVAL);
+    }
+    if region < 2 * MMAP_RESOURCE_COUNT {
+        let resource = (region / 2) as usize;
+        let bar_len = lens[resource];
+        if bar_len == 0 || end > bar_len {
+            return Err(EINVAL);
+        }
+        return Ok((
+            Target::Bar {
+                resource,
+                offset: within,
+            },
+            caching,
+        ));
+    }
+    if region == MMAP_OFFSET_TLB_UC / MMAP_RESOURCE_SIZE
+        || region == MMAP_OFFSET_TLB_WC / MMAP_RESOURCE_SIZE
+    {
+        let window = window_at(layout, within).ok_or(EINVAL)?;
+        if window.start != within || len > window.size {
+            return Err(EINVAL);
+        }
+        if window.bar_offset + len > lens[window.resource] {
+            return Err(EINVAL);
+        }
+        return Ok((Target::Window(window), caching));
+    }
+    Err(EINVAL)
+}
+
+/// Whether file offset `offset` is in the TLB windows' offset spaces.
+pub(crate) fn is_window_offset(offset: u64) -> bool {
+    (MMAP_OFFSET_TLB_UC..MMAP_OFFSET_TLB_WC + MMAP_RESOURCE_SIZE).contains(&offset)
+}
+
+/// Where a faulting page at file offset `offset` lies: a BAR page, or a
+/// page of a window (by id) and its BAR offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Page {
+    Bar {
+        resource: usize,
+        offset: u64,
+    },
+    Window {
+        id: usize,
+        resource: usize,
+        offset: u64,
+    },
+}
+
+/// Decodes a faulting page's offset (the VMA was checked at mmap).
+pub(crate) fn decode_page(layout: &Layout, offset: u64) -> Option<Page> {
+    let region = offset / MMAP_RESOURCE_SIZE;
+    let within = offset % MMAP_RESOURCE_SIZE;
+    if region < 2 * MMAP_RESOURCE_COUNT {
+        return Some(Page::Bar {
+            resource: (region / 2) as usize,
+            offset: within,
+        });
+    }
+    if region == 6 || region == 7 {
+        let w = window_at(layout, within)?;
+        return Some(Page::Window {
+            id: w.id,
+            resource: w.resource,
+            offset: w.bar_offset + (within - w.start),
+        });
+    }
+    None
+}
+
+/// A card's mappable memory: its BARs, the `address_space` of its files,
+/// and what the fault handler checks.
+#[pin_data]
+pub(crate) struct CardMemory {
+    bars: Bars,
+    shared: SharedMapping,
+    /// Whether BAR pages may be faulted in: cleared at unbind.
+    #[pin]
+    live: Mutex<bool>,
+    /// The target each window was last configured with by its holder.
+    #[pin]
+    targets: Mutex<KVec<Option<NocTlbConfig>>>,
+    /// How many times each window was revoked. A window mapping is tagged
+    /// with its window's count at mmap and faults only while it is the
+    /// same: a file that frees a window and takes it again does not get
+    /// its old, revoked mappings back.
+    revocations: KVec<AtomicUsize>,
+}
+
+impl CardMemory {
+    pub(crate) fn new(bars: Bars, windows: usize) -> Result<impl PinInit<Self>> {
+        let shared = SharedMapping::new()?;
+        let mut targets = KVec::with_capacity(windows, GFP_KERNEL)?;
+        let mut revocations = KVec::with_capacity(windows, GFP_KERNEL)?;
+        for _ in 0..windows {
+            targets.push(None, GFP_KERNEL)?;
+            revocations.push(AtomicUsize::new(0), GFP_KERNEL)?;
+        }
+        Ok(pin_init!(Self {
+            bars,
+            shared,
+            live <- new_mutex!(true),
+            targets <- new_mutex!(targets),
+            revocations,
+        }))
+    }
+
+    pub(crate) fn shared_mapping(&self) -> &SharedMapping {
+        &self.shared
+    }
+
+    /// The sizes of RESOURCE0/1/2.
+    pub(crate) fn lens(&self) -> [u64; 3] {
+        [self.bars.len(0), self.bars.len(1), self.bars.len(2)]
+    }
+
+    /// The card is being unbound: no BAR page can be faulted in any more,
+    /// and every mapping of every file is zapped. Windows are refused by
+    /// the pool, which is shut down first.
+    pub(crate) fn revoke_all(&self) {
+        *self.live.lock() = false;
+        self.shared.unmap(0, 0);
+    }
+
+    /// Sets `vma` up for a BAR.
+    pub(crate) fn mmap(&self, vma: &VmaNew, caching: Caching) -> Result {
+        if !*self.live.lock() {
+            return Err(ENODEV);
+        }
+        set_io_pfnmap(vma, caching);
+        Ok(())
+    }
+
+    /// Sets `vma` up for window `id`, whose holder the caller checked and
+    /// keeps from changing (see [`TlbPool::with_held`]).
+    pub(crate) fn mmap_window(&self, vma: &VmaNew, caching: Caching, id: usize) -> Result {
+        self.mmap(vma, caching)?;
+        set_tag(vma, self.revocation_count(id));
+        Ok(())
+    }
+
+    fn revocation_count(&self, id: usize) -> usize {
+        self.revocations
+            .get(id)
+            .map_or(0, |count| count.load(Ordering::Relaxed))
+    }
+
+    /// Faults in the page at `fault`'s offset for the file `owner`.
+    pub(crate) fn fault(
+        &self,
+        tlb: &TlbPool,
+        owner: crate::arbiter::OwnerId,
+        fault: &VmFault,
+    ) -> FaultResult {
+        match decode_page(tlb.layout(), fault.offset()) {
+            Some(Page::Bar { resource, offset }) => {
+                let live = self.live.lock();
+                match self.bars.range(resource) {
+                    Some(range) if *live => fault.insert(range, offset),
+                    _ => FaultResult::SIGBUS,
+                }
+            }
+            Some(Page::Window {
+                id,
+                resource,
+                offset,
+            }) => {
+                let Some(range) = self.bars.range(resource) else {
+                    return FaultResult::SIGBUS;
+                };
+                // The count only changes while the window is not held, and
+                // `with_held` holds the pool's mutex: it is stable here.
+                tlb.with_held(owner, id, || {
+                    if fault.tag() == self.revocation_count(id) {
+                        fault.insert(range, offset)
+                    } else {
+                        FaultResult::SIGBUS
+                    }
+                })
+                .unwrap_or(FaultResult::SIGBUS)
+            }
+            None => FaultResult::SIGBUS,
+        }
+    }
+
+    fn write(&self, writes: &RegisterWrites) -> Result {
+        self.bars
+            .write_bar0(writes.offset, &writes.words[..writes.count])?;
+        if let Some(strided) = writes.strided {
+            self.bars.write_bar0(strided, &[0])?;
+        }
+        Ok(())
+    }
+
+    /// CONFIGURE_TLB of window `id` for `owner`: `EPERM` if it does not
+    /// hold it, `EINVAL` for a bad config.
+    pub(crate) fn configure(
+        &self,
+        tlb: &TlbPool,
+        owner: crate::arbiter::OwnerId,
+        id: usize,
+        config: &NocTlbConfig,
+    ) -> Result {
+        let writes = tlb_regs::encode(tlb.layout(), id, config);
+        tlb.with_held(owner, id, || {
+            let writes = writes?;
+            self.write(&writes)?;
+            if let Some(target) = self.targets.lock().get_mut(id) {
+                *target = Some(*config);
+            }
+            Ok(())
+        })
+        .unwrap_or(Err(EPERM))
+    }
+
+    /// Revokes window `id`, no longer held by anyone: zaps both of its
+    /// mappings in every process, then resets its register.
+    pub(crate) fn revoke_window(&self, layout: &Layout, id: usize) {
+        let Some(place) = window_place(layout, id) else {
+            return;
+        };
+        if let Some(count) = self.revocations.get(id) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        self.shared
+            .unmap(MMAP_OFFSET_TLB_UC + place.start, place.size);
+        self.shared
+            .unmap(MMAP_OFFSET_TLB_WC + place.start, place.size);
+        if let Some(target) = self.targets.lock().get_mut(id) {
+            *target = None;
+        }
+        // Nothing to reset once the card is gone (ENODEV).
+        if let Ok(writes) = tlb_regs::reset(layout, id) {
+            let _ = self.write(&writes);
+        }
+    }
+
+    /// The target window `id` was last configured with by its holder.
+    pub(crate) fn target(&self, id: usize) -> Option<NocTlbConfig> {
+        *self.targets.lock().get(id)?
+    }
+}
+
+#[cfg(tt_kunit)]
+#[path = "../tests/kunit/mapping_tests.rs"]
+mod kunit;
