@@ -383,31 +383,15 @@ pub fn unbind_wakes_tlb_waiters() -> TestResult {
     Ok(())
 }
 
-/// Loads the module with `params`, binding both emulated cards again.
+/// Loads the module with `params` and waits for both cards to be bound
+/// again.
 fn reload_module(params: &str) -> TestResult {
     let name = c"tenstorrent";
     // SAFETY: delete_module with a valid NUL-terminated name.
     let rc = unsafe { libc::syscall(libc::SYS_delete_module, name.as_ptr(), libc::O_NONBLOCK) };
     ensure!(rc == 0, "delete_module: {}", io::Error::last_os_error());
     insert_module(params)?;
-    if !emulated_cards() {
-        for n in 0..2 {
-            let (v, d) = card_ids(n);
-            sysfs_write(
-                "/sys/bus/pci/drivers/tenstorrent/new_id",
-                &format!("{v:04x} {d:04x}"),
-            )?;
-        }
-    }
-    let start = std::time::Instant::now();
-    while fs::metadata(node(0)).is_err() || fs::metadata(node(1)).is_err() {
-        ensure!(
-            start.elapsed() < PATIENCE,
-            "device nodes did not come back after reload"
-        );
-        std::thread::yield_now();
-    }
-    Ok(())
+    bind_both()
 }
 
 fn insert_module(params: &str) -> TestResult {
