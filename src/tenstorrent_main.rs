@@ -40,7 +40,7 @@ use crate::registry::Registry;
 /// module for something it is not yet.
 pub(crate) const VERSION: Version = Version {
     major: 0,
-    minor: 1,
+    minor: 2,
     patch: 0,
 };
 
@@ -63,7 +63,7 @@ const _: () = {
     assert!(v[8] == b'0' + VERSION.major && v[10] == b'0' + VERSION.minor);
     assert!(v[12] == b'0' + VERSION.patch && v.len() == 14);
 };
-const MODULE_VERSION_TEXT: [u8; 14] = *b"version=0.1.0\0";
+const MODULE_VERSION_TEXT: [u8; 14] = *b"version=0.2.0\0";
 
 module! {
     type: TenstorrentModule,
