@@ -58,6 +58,16 @@ tt_mounts() {
 	done
 }
 
+# True when process $1 ended within $2 seconds (it is still to be reaped).
+tt_wait_timeout() {
+	local i
+	for ((i = 0; i < $2; i++)); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 1
+	done
+	! kill -0 "$1" 2>/dev/null
+}
+
 tt_require_root() {
 	[ "$(id -u)" = 0 ] || tt_die "the harness needs root (debootstrap, chroot, mounts); run it as root"
 }

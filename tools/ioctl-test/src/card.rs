@@ -13,24 +13,18 @@ use std::time::{Duration, Instant};
 /// the host may be busy, and a reply is a few bytes over a serial port.
 const CONTROL_PATIENCE: Duration = Duration::from_secs(20);
 
-/// A BAR of a card mapped through `/sys/bus/pci/devices/BDF/resourceN`.
-pub struct Bar {
+/// A shared mapping of device memory: a BAR through its PCI resource file
+/// ([`Mmio::bar`]) or the module's own mmap offsets ([`Mmio::new`]).
+pub struct Mmio {
     base: *mut u8,
     len: usize,
 }
 
-impl Bar {
-    /// Maps `len` bytes of BAR `bar` of the PCI device `bdf` from its start.
-    pub fn map(bdf: &str, bar: u32, len: usize) -> Result<Bar, String> {
-        let path = format!("/sys/bus/pci/devices/{bdf}/resource{bar}");
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_SYNC)
-            .open(&path)
-            .map_err(|e| format!("open {path}: {e}"))?;
-        // SAFETY: a new shared mapping of an open file; the kernel checks
-        // that it fits the BAR. The mapping outlives the file descriptor.
+impl Mmio {
+    /// Maps `len` bytes of `file` from `offset`, shared, read-write.
+    pub fn new(file: &impl AsRawFd, offset: u64, len: usize) -> io::Result<Mmio> {
+        // SAFETY: a new shared mapping of an open file, at an address the
+        // kernel picks; the mapping outlives the file descriptor.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -38,25 +32,41 @@ impl Bar {
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 file.as_raw_fd(),
-                0,
+                offset as libc::off_t,
             )
         };
         if base == libc::MAP_FAILED {
-            return Err(format!(
-                "mmap {path} ({len} bytes): {}",
-                io::Error::last_os_error()
-            ));
+            return Err(io::Error::last_os_error());
         }
-        Ok(Bar {
+        Ok(Mmio {
             base: base.cast(),
             len,
         })
     }
 
+    /// Maps `len` bytes of BAR `bar` of the PCI device `bdf` from its start,
+    /// through `/sys/bus/pci/devices/BDF/resourceN` (the kernel checks that
+    /// it fits the BAR).
+    pub fn bar(bdf: &str, bar: u32, len: usize) -> Result<Mmio, String> {
+        let path = format!("/sys/bus/pci/devices/{bdf}/resource{bar}");
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_SYNC)
+            .open(&path)
+            .map_err(|e| format!("open {path}: {e}"))?;
+        Mmio::new(&file, 0, len).map_err(|e| format!("mmap {path} ({len} bytes): {e}"))
+    }
+
+    /// The address the mapping starts at.
+    pub fn addr(&self) -> usize {
+        self.base as usize
+    }
+
     fn check(&self, offset: usize, size: usize) {
         assert!(
             offset % size == 0 && offset + size <= self.len,
-            "BAR access at {offset:#x} outside the {:#x}-byte mapping",
+            "access at {offset:#x} outside the {:#x}-byte mapping",
             self.len
         );
     }
@@ -64,23 +74,29 @@ impl Bar {
     /// A 32-bit read at `offset`, as one access on the bus.
     pub fn read32(&self, offset: usize) -> u32 {
         self.check(offset, 4);
-        // SAFETY: in bounds and aligned (checked), in a live mapping.
+        // SAFETY: in bounds and aligned (checked), in a live mapping (a
+        // revoked one raises SIGBUS, which the revocation tests look for).
         unsafe { std::ptr::read_volatile(self.base.add(offset).cast::<u32>()) }
     }
 
     /// A 32-bit write at `offset`, as one access on the bus.
     pub fn write32(&self, offset: usize, value: u32) {
         self.check(offset, 4);
-        // SAFETY: in bounds and aligned (checked), in a live mapping.
+        // SAFETY: as in `read32`.
         unsafe { std::ptr::write_volatile(self.base.add(offset).cast::<u32>(), value) }
     }
 }
 
-impl Drop for Bar {
+impl Drop for Mmio {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `map`, unmapped once.
+        // SAFETY: the mapping made in `new`, unmapped once.
         unsafe { libc::munmap(self.base.cast(), self.len) };
     }
+}
+
+/// Bytes as lower-case hex, as the emulator's control protocol writes them.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The control channel of card `n`'s emulator.
@@ -222,7 +238,7 @@ impl Chip {
 
 /// A card's BAR0 seen as its TLB windows.
 pub struct Windows {
-    pub bar0: Bar,
+    pub bar0: Mmio,
     pub chip: Chip,
 }
 
@@ -236,7 +252,7 @@ impl Windows {
         };
         let bdf = crate::util::bdf(n)?;
         Ok(Windows {
-            bar0: Bar::map(&bdf, 0, 512 << 20)?,
+            bar0: Mmio::bar(&bdf, 0, 512 << 20)?,
             chip,
         })
     }

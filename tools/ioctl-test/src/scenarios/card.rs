@@ -5,7 +5,7 @@
 
 use std::fs;
 
-use crate::card::{Aim, Chip, Control, Windows};
+use crate::card::{hex, Aim, Chip, Control, Windows};
 use crate::util::*;
 
 const MIB: u64 = 1 << 20;
@@ -266,10 +266,6 @@ fn tensix(chip: Chip) -> (u64, u64) {
         Chip::Wormhole => (1, 1),
         Chip::Blackhole => (1, 2),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Tile memory through TLB windows, from userspace through the PCI

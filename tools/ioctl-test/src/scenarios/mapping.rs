@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 
 use tt_arbiter::{abi, Device};
 
-use crate::card::{Aim, Chip, Control};
+use crate::card::{hex, Aim, Chip, Control, Mmio};
 use crate::util::*;
 
 const MIB: u64 = 1 << 20;
@@ -61,64 +61,6 @@ fn kernel_window(n: u32) -> (u32, u64) {
         Chip::Wormhole => (185, 0x1E00_0000),
         // The last 2 MiB window at BAR0 0x19200000.
         Chip::Blackhole => (201, 0x1920_0000),
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A shared mapping of the device file.
-struct Map {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Map {
-    fn new(dev: &impl AsRawFd, offset: u64, len: usize) -> io::Result<Map> {
-        // SAFETY: a new shared mapping of an open file, at an address the
-        // kernel picks.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                dev.as_raw_fd(),
-                offset as libc::off_t,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Map {
-            ptr: ptr.cast(),
-            len,
-        })
-    }
-
-    fn addr(&self) -> usize {
-        self.ptr as usize
-    }
-
-    fn read32(&self, offset: usize) -> u32 {
-        assert!(offset % 4 == 0 && offset + 4 <= self.len);
-        // SAFETY: in bounds and aligned, in a live mapping (a revoked one
-        // raises SIGBUS, which is what the revocation tests look for).
-        unsafe { std::ptr::read_volatile(self.ptr.add(offset).cast::<u32>()) }
-    }
-
-    fn write32(&self, offset: usize, value: u32) {
-        assert!(offset % 4 == 0 && offset + 4 <= self.len);
-        // SAFETY: as in `read32`.
-        unsafe { std::ptr::write_volatile(self.ptr.add(offset).cast::<u32>(), value) }
-    }
-}
-
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, unmapped once.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 
@@ -192,9 +134,9 @@ fn configure(dev: &impl AsRawFd, id: u32, (x, y): (u16, u16), addr: u64) -> io::
 }
 
 /// RESOURCE0_UC mapping of the page holding the TLB registers.
-fn registers(dev: &impl AsRawFd) -> Result<Map, String> {
+fn registers(dev: &impl AsRawFd) -> Result<Mmio, String> {
     ctx(
-        Map::new(dev, TLB_REGS, PAGE),
+        Mmio::new(dev, TLB_REGS, PAGE),
         "mmap RESOURCE0_UC at the TLB registers",
     )
 }
@@ -217,7 +159,7 @@ fn expected_register(c: Chip, id: u32, (x, y): (u16, u16), addr: u64) -> (usize,
     })
 }
 
-fn read_register(regs: &Map, at: usize, words: usize) -> Vec<u32> {
+fn read_register(regs: &Mmio, at: usize, words: usize) -> Vec<u32> {
     (0..words)
         .map(|i| regs.read32(at - TLB_REGS as usize + 4 * i))
         .collect()
@@ -298,9 +240,9 @@ pub fn bars_uc_and_wc() -> TestResult {
     for n in 0..2 {
         let dev = open(n)?;
         let bdf = bdf(n as usize)?;
-        let uc = ctx(Map::new(&dev, 0, 512 << 20), "mmap all of RESOURCE0_UC")?;
+        let uc = ctx(Mmio::new(&dev, 0, 512 << 20), "mmap all of RESOURCE0_UC")?;
         let wc = ctx(
-            Map::new(&dev, 1 << 36, 512 << 20),
+            Mmio::new(&dev, 1 << 36, 512 << 20),
             "mmap all of RESOURCE0_WC",
         )?;
         // Window 7's register: no file holds window 7 in this scenario.
@@ -315,16 +257,16 @@ pub fn bars_uc_and_wc() -> TestResult {
             value,
             "card {n}: register through RESOURCE0_WC"
         );
-        let raw = crate::card::Bar::map(&bdf, 0, 512 << 20)?;
+        let raw = Mmio::bar(&bdf, 0, 512 << 20)?;
         ensure_eq!(
             raw.read32(at),
             value,
             "card {n}: register through resource0"
         );
         uc.write32(at, 0);
-        let bar2_uc = ctx(Map::new(&dev, 2 << 36, MIB as usize), "mmap RESOURCE1_UC")?;
-        let bar2_wc = ctx(Map::new(&dev, 3 << 36, MIB as usize), "mmap RESOURCE1_WC")?;
-        let raw2 = crate::card::Bar::map(&bdf, 2, PAGE)?;
+        let bar2_uc = ctx(Mmio::new(&dev, 2 << 36, MIB as usize), "mmap RESOURCE1_UC")?;
+        let bar2_wc = ctx(Mmio::new(&dev, 3 << 36, MIB as usize), "mmap RESOURCE1_WC")?;
+        let raw2 = Mmio::bar(&bdf, 2, PAGE)?;
         ensure_eq!(
             bar2_uc.read32(0),
             raw2.read32(0),
@@ -336,8 +278,8 @@ pub fn bars_uc_and_wc() -> TestResult {
             "card {n}: BAR2 word 0, WC"
         );
         let bar4_len = bar_sizes(n)[2] as usize;
-        let bar4_uc = ctx(Map::new(&dev, 4 << 36, bar4_len), "mmap RESOURCE2_UC")?;
-        let bar4_wc = ctx(Map::new(&dev, 5 << 36, bar4_len), "mmap RESOURCE2_WC")?;
+        let bar4_uc = ctx(Mmio::new(&dev, 4 << 36, bar4_len), "mmap RESOURCE2_UC")?;
+        let bar4_wc = ctx(Mmio::new(&dev, 5 << 36, bar4_len), "mmap RESOURCE2_WC")?;
         if chip(n) == Chip::Wormhole {
             let in_bar4 = at - 0x1E00_0000;
             uc.write32(at, 0x00ab_cd00);
@@ -353,7 +295,7 @@ pub fn bars_uc_and_wc() -> TestResult {
             );
             uc.write32(at, 0);
         } else {
-            let raw4 = crate::card::Bar::map(&bdf, 4, PAGE)?;
+            let raw4 = Mmio::bar(&bdf, 4, PAGE)?;
             ensure_eq!(
                 bar4_uc.read32(0),
                 raw4.read32(0),
@@ -367,7 +309,7 @@ pub fn bars_uc_and_wc() -> TestResult {
         }
         // The last page of each BAR is mappable.
         let last = ctx(
-            Map::new(&dev, (4 << 36) + bar4_len as u64 - PAGE as u64, PAGE),
+            Mmio::new(&dev, (4 << 36) + bar4_len as u64 - PAGE as u64, PAGE),
             "mmap the last page of RESOURCE2_UC",
         )?;
         let _ = last.read32(0);
@@ -392,7 +334,7 @@ pub fn windows_every_size() -> TestResult {
             "CONFIGURE_TLB the reader",
         )?;
         let rmap = ctx(
-            Map::new(&dev, reader.mmap_offset_wc, 2 * MIB as usize),
+            Mmio::new(&dev, reader.mmap_offset_wc, 2 * MIB as usize),
             "mmap the reader WC",
         )?;
         for (k, &size) in window_sizes(n).iter().enumerate() {
@@ -409,7 +351,7 @@ pub fn windows_every_size() -> TestResult {
                 w.id
             );
             let map = ctx(
-                Map::new(&dev, w.mmap_offset_uc, size as usize),
+                Mmio::new(&dev, w.mmap_offset_uc, size as usize),
                 &format!("card {n}: mmap window {} UC ({size:#x} bytes)", w.id),
             )?;
             let base = 0x1_0000 + 0x400 * k;
@@ -444,7 +386,7 @@ pub fn windows_every_size() -> TestResult {
         // The WC offset maps the same window as the UC one.
         let w = ctx(alloc(&dev, 2 * MIB), "allocate")?;
         expect_ok(configure(&dev, w.id, tile, 0), "CONFIGURE_TLB")?;
-        let wc = ctx(Map::new(&dev, w.mmap_offset_wc, PAGE), "mmap WC")?;
+        let wc = ctx(Mmio::new(&dev, w.mmap_offset_wc, PAGE), "mmap WC")?;
         ensure_eq!(wc.read32(0), rmap.read32(0), "card {n}: WC window word 0");
     }
     Ok(())
@@ -523,7 +465,7 @@ pub fn out_of_range_mmaps() -> TestResult {
         let other = open(n)?;
         let sizes = bar_sizes(n);
         let einval = |offset: u64, len: usize, what: &str| {
-            expect_errno(Map::new(&dev, offset, len).map(|_| ()), libc::EINVAL, what)
+            expect_errno(Mmio::new(&dev, offset, len).map(|_| ()), libc::EINVAL, what)
         };
         einval(0, sizes[0] as usize + PAGE, "RESOURCE0_UC + 1 page")?;
         einval(sizes[0] - PAGE as u64, 2 * PAGE, "across the end of BAR0")?;
@@ -552,24 +494,24 @@ pub fn out_of_range_mmaps() -> TestResult {
             "not at the window's start",
         )?;
         expect_errno(
-            Map::new(&other, w.mmap_offset_uc, PAGE).map(|_| ()),
+            Mmio::new(&other, w.mmap_offset_uc, PAGE).map(|_| ()),
             libc::EPERM,
             "another file's window",
         )?;
         expect_errno(
-            Map::new(&dev, w.mmap_offset_uc + 2 * MIB, PAGE).map(|_| ()),
+            Mmio::new(&dev, w.mmap_offset_uc + 2 * MIB, PAGE).map(|_| ()),
             libc::EPERM,
             "a free window",
         )?;
         let (_, at) = kernel_window(n);
         expect_errno(
-            Map::new(&dev, abi::MMAP_OFFSET_TLB_UC + at, PAGE).map(|_| ()),
+            Mmio::new(&dev, abi::MMAP_OFFSET_TLB_UC + at, PAGE).map(|_| ()),
             libc::EPERM,
             "the kernel's window",
         )?;
         // A smaller mapping from the window's start is fine.
         let m = ctx(
-            Map::new(&dev, w.mmap_offset_wc, PAGE),
+            Mmio::new(&dev, w.mmap_offset_wc, PAGE),
             "one page of the window",
         )?;
         let _ = m.read32(0);
@@ -598,7 +540,7 @@ pub fn sigbus_after_free_tlb() -> TestResult {
             let dev = ctx(Device::open(&alt_for_child), "open the mknod node")?;
             let w = ctx(alloc(&dev, 2 * MIB), "allocate")?;
             expect_ok(configure(&dev, w.id, tile, 0), "CONFIGURE_TLB")?;
-            let map = ctx(Map::new(&dev, w.mmap_offset_uc, 2 * MIB as usize), "mmap")?;
+            let map = ctx(Mmio::new(&dev, w.mmap_offset_uc, 2 * MIB as usize), "mmap")?;
             map.write32(0x1_0000, 0xfeed_0001);
             ensure_eq!(map.read32(0x1_0000), 0xfeed_0001, "before FREE_TLB");
             expect_ok(free(&dev, w.id), "FREE_TLB of a mapped window")?;
@@ -607,7 +549,7 @@ pub fn sigbus_after_free_tlb() -> TestResult {
                 let w2 = ctx(alloc(&dev, 2 * MIB), "allocate again")?;
                 ensure_eq!(w2.id, w.id, "the same window again");
                 expect_ok(configure(&dev, w2.id, tile, 0), "CONFIGURE_TLB again")?;
-                let new = ctx(Map::new(&dev, w2.mmap_offset_uc, PAGE), "mmap again")?;
+                let new = ctx(Mmio::new(&dev, w2.mmap_offset_uc, PAGE), "mmap again")?;
                 // A fresh mapping of the window faults in.
                 let _ = new.read32(0);
                 drop(new);
@@ -663,7 +605,7 @@ pub fn next_holder_sees_only_its_target() -> TestResult {
         let dev = open(n)?;
         let w = ctx(alloc(&dev, 2 * MIB), "allocate")?;
         expect_ok(configure(&dev, w.id, tile, 0), "CONFIGURE_TLB")?;
-        let map = ctx(Map::new(&dev, w.mmap_offset_uc, 2 * MIB as usize), "mmap")?;
+        let map = ctx(Mmio::new(&dev, w.mmap_offset_uc, 2 * MIB as usize), "mmap")?;
         drop(dev);
         map.write32(0x1_0100, 0xc105_ed00 | n);
         ensure_eq!(
@@ -685,7 +627,7 @@ pub fn next_holder_sees_only_its_target() -> TestResult {
             let dev = open(n)?;
             let w = ctx(alloc(&dev, 2 * MIB), "allocate")?;
             expect_ok(configure(&dev, w.id, tile, 0), "CONFIGURE_TLB")?;
-            let map = ctx(Map::new(&dev, w.mmap_offset_uc, 2 * MIB as usize), "mmap")?;
+            let map = ctx(Mmio::new(&dev, w.mmap_offset_uc, 2 * MIB as usize), "mmap")?;
             map.write32(0x1_0200, 0xdead_0000 | n);
             link.send(&format!("{}", w.id))?;
             loop {
@@ -715,7 +657,7 @@ pub fn next_holder_sees_only_its_target() -> TestResult {
             "card {n}: register of a window that changed hands"
         );
         let map = ctx(
-            Map::new(&next, got.mmap_offset_uc, 2 * MIB as usize),
+            Mmio::new(&next, got.mmap_offset_uc, 2 * MIB as usize),
             "mmap",
         )?;
         let elsewhere = (tile.0 + 1, tile.1);
@@ -744,11 +686,11 @@ pub fn next_holder_sees_only_its_target() -> TestResult {
 pub fn fork_does_not_copy() -> TestResult {
     let n = 0;
     let dev = open(n)?;
-    let bar = ctx(Map::new(&dev, 0, 2 * PAGE), "mmap BAR0")?;
+    let bar = ctx(Mmio::new(&dev, 0, 2 * PAGE), "mmap BAR0")?;
     let w = ctx(alloc(&dev, MIB), "allocate")?;
     expect_ok(configure(&dev, w.id, tensix(chip(n)), 0), "CONFIGURE_TLB")?;
     let win = ctx(
-        Map::new(&dev, w.mmap_offset_uc, MIB as usize),
+        Mmio::new(&dev, w.mmap_offset_uc, MIB as usize),
         "mmap window",
     )?;
     win.write32(0x1_0000, 0x00f0_4c00);
@@ -781,11 +723,11 @@ pub fn sigbus_after_unbind() -> TestResult {
         let mut child = spawn(kind, &[], move |link| {
             let dev = open(n)?;
             let map = if kind == "bar" {
-                ctx(Map::new(&dev, 1 << 36, PAGE), "mmap RESOURCE0_WC")?
+                ctx(Mmio::new(&dev, 1 << 36, PAGE), "mmap RESOURCE0_WC")?
             } else {
                 let w = ctx(alloc(&dev, 16 * MIB), "allocate")?;
                 expect_ok(configure(&dev, w.id, tile, 0), "CONFIGURE_TLB")?;
-                ctx(Map::new(&dev, w.mmap_offset_wc, 16 * MIB as usize), "mmap")?
+                ctx(Mmio::new(&dev, w.mmap_offset_wc, 16 * MIB as usize), "mmap")?
             };
             let _ = map.read32(0);
             link.send("mapped")?;
@@ -858,7 +800,7 @@ pub fn window_mappings_do_not_split() -> TestResult {
     for n in 0..2 {
         let dev = open(n)?;
         let w = ctx(alloc(&dev, 2 * MIB), "allocate")?;
-        let map = ctx(Map::new(&dev, w.mmap_offset_uc, 2 * MIB as usize), "mmap")?;
+        let map = ctx(Mmio::new(&dev, w.mmap_offset_uc, 2 * MIB as usize), "mmap")?;
         for page in [0, 1, 511] {
             // SAFETY: one page of our own mapping; the call must fail.
             let rc = unsafe { libc::munmap((map.addr() + page * PAGE) as *mut libc::c_void, PAGE) };
@@ -874,7 +816,7 @@ pub fn window_mappings_do_not_split() -> TestResult {
             );
         }
         let _ = map.read32(PAGE);
-        let bar = ctx(Map::new(&dev, 0, 4 * PAGE), "mmap BAR0")?;
+        let bar = ctx(Mmio::new(&dev, 0, 4 * PAGE), "mmap BAR0")?;
         // SAFETY: the second page of our own BAR mapping, not used again.
         let rc = unsafe { libc::munmap((bar.addr() + PAGE) as *mut libc::c_void, PAGE) };
         ensure!(
