@@ -323,6 +323,10 @@ struct State {
     polls: KVec<Arc<Waiter>>,
     /// Wake-ups to send when the mutex is released ([`unlock`]).
     wakeups: Wakeups<Waiter>,
+    /// How long a failed try keeps its poll place ([`POLL_LEASE_NS`] on a
+    /// card; tests that must not depend on the speed of the machine they
+    /// run on choose one longer than themselves).
+    poll_lease_ns: i64,
 }
 
 impl Drop for State {
@@ -363,8 +367,8 @@ pub(crate) struct Arbiter {
 }
 
 impl Arbiter {
-    /// A card's locks, all free.
-    pub(crate) fn new() -> Result<impl PinInit<Self>> {
+    /// A card's locks, all free, whose poll places last `poll_lease_ns`.
+    pub(crate) fn new(poll_lease_ns: i64) -> Result<impl PinInit<Self>> {
         // On the heap: 64 slots would take several KiB of the probing
         // task's stack while the initialiser is built.
         let mut slots = KVec::with_capacity(LOCK_COUNT, GFP_KERNEL)?;
@@ -382,6 +386,7 @@ impl Arbiter {
                 waiting_holders: 0,
                 polls: KVec::new(),
                 wakeups: Wakeups::new(),
+                poll_lease_ns,
             }),
         }))
     }
@@ -980,7 +985,8 @@ impl State {
     /// Adds a poll place for a try that just failed (`place`, a new
     /// waiter nobody sleeps on). Best effort: without memory there is none.
     fn add_poll_place(&mut self, place: Arc<Waiter>, now: i64) {
-        *place.lease.access_mut(self) = Some(now + POLL_LEASE_NS);
+        let lease_end = now + self.poll_lease_ns;
+        *place.lease.access_mut(self) = Some(lease_end);
         for i in indices(place.mask) {
             self.slots[i].polls += 1;
         }
@@ -1010,11 +1016,8 @@ impl State {
             });
         }
         let holder_pid = self.holder_pid(place.mask);
-        let was_poll = place
-            .lease
-            .access_mut(self)
-            .replace(now + POLL_LEASE_NS)
-            .is_some();
+        let lease_end = now + self.poll_lease_ns;
+        let was_poll = place.lease.access_mut(self).replace(lease_end).is_some();
         if !was_poll {
             for i in indices(place.mask) {
                 self.slots[i].polls += 1;

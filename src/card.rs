@@ -5,7 +5,8 @@
 use crate::{
     arbiter::{
         Arbiter,
-        OwnerId, //
+        OwnerId,
+        POLL_LEASE_NS, //
     },
     mapping::CardMemory,
     tlb::{
@@ -69,7 +70,7 @@ impl Card {
         layout: Layout,
         memory: impl PinInit<CardMemory>,
     ) -> Result<impl PinInit<Self>> {
-        let arbiter = Arbiter::new()?;
+        let arbiter = Arbiter::new(POLL_LEASE_NS)?;
         let tlb = TlbPool::new(layout)?;
         Ok(pin_init!(Self {
             ordinal,

@@ -13,8 +13,13 @@ use crate::wait::{
     Woken, //
 };
 
+/// A poll place's lease in these tests: longer than any test runs, so a
+/// place expires only when a test says so, however slowly the machine
+/// (an emulator under load) runs it.
+const TEST_LEASE_NS: i64 = 3_600 * 1_000_000_000;
+
 fn new_arbiter() -> Result<Pin<KBox<Arbiter>>> {
-    KBox::pin_init(Arbiter::new()?, GFP_KERNEL)
+    KBox::pin_init(Arbiter::new(TEST_LEASE_NS)?, GFP_KERNEL)
 }
 
 fn owner(a: &Arbiter) -> Owner {
@@ -63,14 +68,6 @@ fn waiters(a: &Arbiter, index: usize) -> u32 {
 
 /// Makes every poll place's lease last, so that a slow test machine does
 /// not end it between two steps.
-fn extend_leases(a: &Arbiter) {
-    let mut state = a.state.lock();
-    for position in 0..state.polls.len() {
-        let place = state.polls[position].clone();
-        *place.lease.access_mut(&mut state) = Some(i64::MAX / 2);
-    }
-}
-
 fn spurious(a: &Arbiter, index: usize) -> u64 {
     a.state.lock().slots[index].stats.spurious_wakeups
 }
@@ -626,7 +623,6 @@ mod tests {
             take(&a, &p, bit(33)),
             Err(AcquireError::Busy { .. })
         ));
-        extend_leases(&a);
         // The place is queued behind y, and not shown as a sleeping waiter.
         assert_eq!(waiters(&a, 33), 2);
         assert_eq!(a.query(None, 33)?.waiters, 1);
@@ -663,7 +659,6 @@ mod tests {
         take(&a, &x, bit(34)).map_err(|_| EINVAL)?;
         let _first = queue(&a, &y, bit(34))?;
         assert!(take(&a, &p, bit(34)).is_err());
-        extend_leases(&a);
         let behind = queue(&a, &z, bit(34))?;
         a.release(&x, bit(34))?;
         a.release(&y, bit(34))?;
@@ -708,7 +703,6 @@ mod tests {
         take(&a, &x, bit(38)).map_err(|_| EINVAL)?;
         let _first = queue(&a, &y, bit(38))?;
         assert!(take(&a, &p, bit(38)).is_err());
-        extend_leases(&a);
         let watcher = queue(&a, &z, bit(38))?;
         let next = queue(&a, &w, bit(38))?;
         a.release(&x, bit(38))?;

@@ -6,7 +6,10 @@
 //! itself before it sleeps, so each step is deterministic.
 
 use super::*;
-use crate::arbiter::Arbiter;
+use crate::arbiter::{
+    Arbiter,
+    POLL_LEASE_NS, //
+};
 
 const UC: u64 = 6 << 36;
 const WC: u64 = 7 << 36;
@@ -16,7 +19,7 @@ fn pool(layout: Layout) -> Result<Pin<KBox<TlbPool>>> {
 }
 
 fn owners() -> Result<Pin<KBox<Arbiter>>> {
-    KBox::pin_init(Arbiter::new()?, GFP_KERNEL)
+    KBox::pin_init(Arbiter::new(POLL_LEASE_NS)?, GFP_KERNEL)
 }
 
 fn take(p: &TlbPool, owner: OwnerId, size: u64) -> Result<Window, TlbError> {
