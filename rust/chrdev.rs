@@ -18,6 +18,7 @@
 //! unbound while files are open and those files stay valid.
 
 use super::{
+    device_ptr,
     mm::{
         FaultResult,
         SharedMapping,
@@ -175,15 +176,6 @@ impl Drop for CharDeviceRegion {
             bindings::unregister_chrdev_region(self.base, self.count);
         }
     }
-}
-
-/// The C `struct device` of `dev`.
-fn device_ptr(dev: &device::Device) -> *mut bindings::device {
-    // `device::Device` is `#[repr(transparent)]` over `Opaque<bindings::device>`,
-    // which has the layout of `bindings::device`.
-    core::ptr::from_ref(dev)
-        .cast::<bindings::device>()
-        .cast_mut()
 }
 
 /// The memory shared by a `struct device` and its `struct cdev`.

@@ -8,10 +8,12 @@
 //! mappings with `unmap_mapping_range()`. This file adds them:
 //!
 //! - [`set_io_pfnmap`] makes a new VMA a PFN mapping of device memory,
-//!   uncached or write-combined;
+//!   uncached or write-combined, or of a device's DMA buffer, cached;
 //! - [`VmFault`] is a page fault in such a VMA, and [`VmFault::insert`]
 //!   inserts one page of an [`IoRange`] (a BAR's physical range, which only
-//!   a bound PCI device can give), so no fault handler can map RAM;
+//!   a bound PCI device can give), [`VmFault::insert_dma_page`] one page of
+//!   a DMA buffer whose mappings are zapped before it is freed
+//!   ([`MappableDmaPages`]): no fault handler can map any other RAM;
 //! - [`SharedMapping`] is an inode of a pseudo filesystem whose
 //!   `address_space` every open file of one device shares (as VFIO does):
 //!   [`SharedMapping::unmap`] zaps the mappings of a range of offsets in
@@ -20,6 +22,7 @@
 //!
 //! The static inlines and the pseudo filesystem are in `rust/mm_glue.c`.
 
+use super::dma::DmaPages;
 use core::{
     ffi::c_void,
     ptr::NonNull, //
@@ -28,21 +31,25 @@ use kernel::{
     bindings,
     device::Bound,
     error::from_err_ptr,
-    ffi::c_ulong,
+    ffi::{
+        c_int,
+        c_ulong, //
+    },
     mm::virt::{
         VmaNew,
         VmaRef, //
     },
     page::PAGE_SHIFT,
     pci,
-    prelude::*, //
+    prelude::*,
+    sync::Arc, //
 };
 
 // The C side's `struct vm_area_struct *` and `struct inode *`, passed as
 // untyped pointers: bindgen's layouts of both hold types Rust does not
 // consider FFI-safe, and nothing here reads them through these pointers.
 extern "C" {
-    fn tt_vma_set_io_pfnmap(vma: *mut c_void, write_combine: bool);
+    fn tt_vma_set_io_pfnmap(vma: *mut c_void, caching: c_int);
     fn tt_mapping_inode_new() -> *mut c_void;
     fn tt_mapping_inode_put(inode: *mut c_void);
 }
@@ -54,6 +61,8 @@ pub(crate) enum Caching {
     Uncached,
     /// Write-combined (`pgprot_writecombine`).
     WriteCombined,
+    /// Cached, for RAM a device reaches coherently ([`DmaPages`]).
+    Cached,
 }
 
 /// Makes `vma` a mapping of device memory whose pages the fault handler
@@ -61,9 +70,15 @@ pub(crate) enum Caching {
 /// (not copied into a child on fork, never grown by `mremap`, never in a
 /// core dump) with the page protection of `caching`.
 pub(crate) fn set_io_pfnmap(vma: &VmaNew, caching: Caching) {
+    // The values of `enum tt_caching` in rust/mm_glue.c.
+    let caching = match caching {
+        Caching::Uncached => 0,
+        Caching::WriteCombined => 1,
+        Caching::Cached => 2,
+    };
     // SAFETY: `vma` is a VMA being set up by an `mmap` callback, whose flags
     // and protection may be changed (that is what `VmaNew` stands for).
-    unsafe { tt_vma_set_io_pfnmap(vma.as_ptr().cast(), caching == Caching::WriteCombined) };
+    unsafe { tt_vma_set_io_pfnmap(vma.as_ptr().cast(), caching) };
 }
 
 /// Tags a VMA made by [`set_io_pfnmap`] with a number its faults can read
@@ -166,6 +181,31 @@ impl VmFault {
         let Ok(pfn) = c_ulong::try_from((range.start + offset) >> PAGE_SHIFT) else {
             return FaultResult::SIGBUS;
         };
+        self.insert_pfn(pfn)
+    }
+
+    /// Inserts the page of `pages` that the faulting file offset falls on,
+    /// with the VMA's protection. `SIGBUS` unless the fault is at their
+    /// offsets in their [`SharedMapping`].
+    pub(crate) fn insert_dma_page(&self, pages: &MappableDmaPages) -> FaultResult {
+        // SAFETY: by the type invariants `vmf`, its VMA and the VMA's file
+        // (which the VMA holds a reference on) are valid.
+        let mapping = unsafe { (*(*self.vmf.as_ref().__bindgen_anon_1.vma).vm_file).f_mapping };
+        if mapping != pages.shared.as_raw_mapping() {
+            return FaultResult::SIGBUS;
+        }
+        let pfn = self
+            .offset()
+            .checked_sub(pages.offset)
+            .and_then(|offset| usize::try_from(offset).ok())
+            .and_then(|offset| pages.pages.pfn(offset));
+        match pfn.and_then(|pfn| c_ulong::try_from(pfn).ok()) {
+            Some(pfn) => self.insert_pfn(pfn),
+            None => FaultResult::SIGBUS,
+        }
+    }
+
+    fn insert_pfn(&self, pfn: c_ulong) -> FaultResult {
         // SAFETY: by the type invariants `vmf` and its VMA are valid, and
         // the fault handler may insert into its VMA, a VM_PFNMAP one.
         let ret = unsafe {
@@ -233,6 +273,44 @@ impl Drop for SharedMapping {
         // uses it any more: each holds a reference on the device data that
         // owns this object.
         unsafe { tt_mapping_inode_put(self.inode.as_ptr().cast()) };
+    }
+}
+
+/// [`DmaPages`] that userspace maps through a [`SharedMapping`], at file
+/// offsets `offset..offset + len`: dropping them zaps those offsets in
+/// every process before the pages are freed.
+///
+/// # Invariants
+///
+/// Pages are inserted only by [`VmFault::insert_dma_page`], given a shared
+/// reference (so before [`Drop`] begins), and only at file offsets of this
+/// range in VMAs of `shared`, which [`Drop`] zaps.
+pub(crate) struct MappableDmaPages {
+    pages: DmaPages,
+    shared: Arc<SharedMapping>,
+    offset: u64,
+}
+
+impl MappableDmaPages {
+    /// `pages`, to be mapped at file offset `offset` of `shared`.
+    pub(crate) fn new(pages: DmaPages, shared: Arc<SharedMapping>, offset: u64) -> Self {
+        Self {
+            pages,
+            shared,
+            offset,
+        }
+    }
+
+    /// The pages.
+    pub(crate) fn pages(&self) -> &DmaPages {
+        &self.pages
+    }
+}
+
+impl Drop for MappableDmaPages {
+    fn drop(&mut self) {
+        // The pages are freed after this, when `pages` drops.
+        self.shared.unmap(self.offset, self.pages.len() as u64);
     }
 }
 

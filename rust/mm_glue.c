@@ -20,22 +20,30 @@
 /* "ttmm" */
 #define TT_MAPPING_MAGIC 0x74746d6d
 
-void tt_vma_set_io_pfnmap(struct vm_area_struct *vma, bool write_combine);
+void tt_vma_set_io_pfnmap(struct vm_area_struct *vma, int caching);
 struct inode *tt_mapping_inode_new(void);
 void tt_mapping_inode_put(struct inode *inode);
 
+/* rust/mm.rs `Caching`. */
+enum tt_caching {
+	TT_UNCACHED = 0,
+	TT_WRITE_COMBINED = 1,
+	TT_CACHED = 2,
+};
+
 /*
- * Makes `vma` a mapping of device memory whose pages are inserted at fault
- * time: VM_IO | VM_PFNMAP, never copied on fork, never expanded by mremap,
- * never dumped, and mapped uncached (pgprot_device) or write-combined.
+ * Makes `vma` a mapping of memory whose pages are inserted at fault time:
+ * VM_IO | VM_PFNMAP, never copied on fork, never expanded by mremap,
+ * never dumped, and mapped uncached (pgprot_device), write-combined, or
+ * cached (DMA buffers in RAM, on cache-coherent platforms).
  */
-void tt_vma_set_io_pfnmap(struct vm_area_struct *vma, bool write_combine)
+void tt_vma_set_io_pfnmap(struct vm_area_struct *vma, int caching)
 {
 	vm_flags_set(vma, VM_IO | VM_PFNMAP | VM_DONTCOPY | VM_DONTEXPAND |
 			  VM_DONTDUMP);
-	if (write_combine)
+	if (caching == TT_WRITE_COMBINED)
 		vma->vm_page_prot = pgprot_writecombine(vma->vm_page_prot);
-	else
+	else if (caching == TT_UNCACHED)
 		vma->vm_page_prot = pgprot_device(vma->vm_page_prot);
 }
 

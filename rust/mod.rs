@@ -7,9 +7,28 @@
 //! and the `kernel` crate; every `unsafe` block of the module lives here.
 
 pub(crate) mod chrdev;
+pub(crate) mod dma;
 pub(crate) mod mm;
 pub(crate) mod pci;
 pub(crate) mod procfs;
 pub(crate) mod sysfs;
 pub(crate) mod task;
 pub(crate) mod time;
+
+use kernel::{
+    bindings,
+    device::{
+        Device,
+        DeviceContext, //
+    },
+};
+
+/// The C `struct device` of `dev` (`Device::as_raw` is private to the
+/// `kernel` crate).
+pub(crate) fn device_ptr<Ctx: DeviceContext>(dev: &Device<Ctx>) -> *mut bindings::device {
+    // `device::Device` is `#[repr(transparent)]` over `Opaque<bindings::device>`
+    // (and a zero-sized marker), which has the layout of `bindings::device`.
+    core::ptr::from_ref(dev)
+        .cast::<bindings::device>()
+        .cast_mut()
+}

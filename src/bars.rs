@@ -65,4 +65,22 @@ impl Bars {
         }
         Ok(())
     }
+
+    /// Writes each `(offset, value)` of `writes` to BAR2 (RESOURCE1), in
+    /// order, and reads the last one back: writes are posted, and the chip
+    /// may act on these registers on behalf of another requester (its NOC
+    /// reaching host memory through the iATU) right after this returns;
+    /// the read completes only once the writes have. `ENODEV` once the card
+    /// is unbound (or without BAR2), `EINVAL` past its end.
+    pub(crate) fn write_bar2(&self, writes: &[(usize, u32)]) -> Result {
+        let bar = self.mapped[1].as_ref().ok_or(ENODEV)?;
+        let bar = bar.try_access().ok_or(ENODEV)?;
+        for &(offset, value) in writes {
+            bar.try_write32(value, offset)?;
+        }
+        if let Some(&(offset, _)) = writes.last() {
+            bar.try_read32(offset)?;
+        }
+        Ok(())
+    }
 }

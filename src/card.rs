@@ -8,7 +8,9 @@ use crate::{
         OwnerId,
         POLL_LEASE_NS, //
     },
+    dma::CardDma,
     mapping::CardMemory,
+    open_gate::OpenGate,
     tlb::{
         Layout,
         TlbPool, //
@@ -52,6 +54,11 @@ pub(crate) struct Card {
     /// The BARs and the mappings of them (src/mapping.rs).
     #[pin]
     pub(crate) memory: CardMemory,
+    /// DMA buffers and pinned pages of every file (src/dma.rs).
+    pub(crate) dma: CardDma,
+    /// Who may open the card: the open-time reader/writer lock of `O_EXCL`.
+    #[pin]
+    pub(crate) gate: OpenGate,
     /// The open files and the processes that opened them.
     #[pin]
     openers: Mutex<KVec<Opener>>,
@@ -69,6 +76,7 @@ impl Card {
         pci: PciIdentity,
         layout: Layout,
         memory: impl PinInit<CardMemory>,
+        dma: CardDma,
     ) -> Result<impl PinInit<Self>> {
         let arbiter = Arbiter::new(POLL_LEASE_NS)?;
         let tlb = TlbPool::new(layout)?;
@@ -78,12 +86,15 @@ impl Card {
             arbiter <- arbiter,
             tlb <- tlb,
             memory <- memory,
+            dma,
+            gate <- OpenGate::new(),
             openers <- new_mutex!(KVec::new()),
         }))
     }
 
     /// The card is going away: every waiter wakes with `ENODEV`.
     pub(crate) fn shut_down(&self) {
+        self.gate.shut_down();
         self.arbiter.shut_down();
         self.tlb.shut_down();
         // After the pool refuses faults of windows: every mapping of the

@@ -9,15 +9,20 @@ use crate::{
         PciIdentity, //
     },
     debugfs::CardDebugfs,
+    dma::CardDma,
     mapping::CardMemory,
     procfs::CardProc,
     registry::Ordinal,
     rust_ext::{
         chrdev::CharDevice,
+        dma::set_dma_mask,
         pci::vendor, //
     }, //
     sysfs::CARD_GROUPS,
-    tlb::Layout,
+    tlb::{
+        Family,
+        Layout, //
+    },
 };
 use kernel::{
     device::Core,
@@ -147,12 +152,29 @@ impl pci::Driver for TenstorrentDriver {
             pdev.resource_len(4).unwrap_or(0),
             crate::module_parameters::emulated_tlb_layout.value(),
         );
+        pdev.enable_device_mem()?;
+        pdev.set_master();
+        // The addresses the chip reaches host memory at without an outbound
+        // region (tt-kmd 2.10: 32 bits on Wormhole, 58 on Blackhole).
+        let dma_bits = match layout.family {
+            Family::Wormhole => 32,
+            Family::Blackhole => 58,
+        };
+        let dma_capable = match set_dma_mask(pdev, dma_bits) {
+            Ok(()) => true,
+            Err(e) => {
+                dev_warn!(pdev, "no DMA ({:?}): DMA buffers and pinning refused\n", e);
+                false
+            }
+        };
+        let dev: &kernel::device::Device<Core<'_>> = pdev.as_ref();
+        let dma = CardDma::new(dev, layout.family, dma_capable)?;
         let bars = Bars::map(pdev);
         let windows = layout.classes().iter().map(|c| c.total as usize).sum();
         let memory = CardMemory::new(bars, windows)?;
         let ordinal = Ordinal::take()?;
         let card = Arc::pin_init(
-            Card::new(ordinal.number(), identity, layout, memory)?,
+            Card::new(ordinal.number(), identity, layout, memory, dma)?,
             GFP_KERNEL,
         )?;
         let name = CString::try_from_fmt(fmt!("tenstorrent/{}", ordinal.number()))?;

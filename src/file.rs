@@ -17,6 +17,11 @@ use crate::{
         LOCK_COUNT, //
     },
     card::Card,
+    dma::{
+        self,
+        ALLOCATE_DMA_BUF_NOC_DMA,
+        MAX_DMA_BUF_SIZE_LOG2, //
+    },
     mapping::{
         self,
         Target, //
@@ -38,6 +43,8 @@ use crate::{
     tlb_regs::NocTlbConfig,
     uapi::{
         self,
+        AllocateDmaBufIn,
+        AllocateDmaBufOut,
         AllocateTlbIn,
         AllocateTlbOut,
         ConfigureTlbIn,
@@ -51,14 +58,20 @@ use crate::{
         LockQuery,
         LockRelease,
         Mapping,
+        PinPagesIn,
+        PinPagesOutExtended,
         QueryMappingsIn,
-        TlbAllocate, //
+        TlbAllocate,
+        UnpinPagesIn, //
     },
     wait::Wait,
     VERSION, //
 };
 use kernel::{
-    fs::File,
+    fs::{
+        file::flags,
+        File, //
+    },
     ioctl::{
         _IOC_DIR,
         _IOC_NR,
@@ -86,34 +99,49 @@ const MAX_ARGSZ: u32 = 4096;
 pub(crate) struct OpenFile {
     card: Arc<Card>,
     owner: Owner,
+    /// Opened with `O_EXCL`: the card's only open file.
+    exclusive: bool,
 }
 
 impl FileOperations for Card {
     type Ptr = KBox<OpenFile>;
 
-    fn open(card: &Arc<Card>, _file: &File) -> Result<KBox<OpenFile>> {
+    fn open(card: &Arc<Card>, file: &File) -> Result<KBox<OpenFile>> {
         if card.is_gone() {
             return Err(ENODEV);
         }
-        let owner = card.arbiter.new_owner()?;
-        let id = owner.id();
-        let open = KBox::new(
-            OpenFile {
-                card: card.clone(),
-                owner,
-            },
-            GFP_KERNEL,
-        )?;
-        card.add_opener(id)?;
-        Ok(open)
+        let exclusive = file.flags() & flags::O_EXCL != 0;
+        let nonblock = file.flags() & flags::O_NONBLOCK != 0;
+        card.gate.enter(exclusive, nonblock)?;
+        let admitted = (|| {
+            let owner = card.arbiter.new_owner()?;
+            let id = owner.id();
+            let open = KBox::new(
+                OpenFile {
+                    card: card.clone(),
+                    owner,
+                    exclusive,
+                },
+                GFP_KERNEL,
+            )?;
+            card.add_opener(id)?;
+            Ok(open)
+        })();
+        if admitted.is_err() {
+            card.gate.leave(exclusive);
+        }
+        admitted
     }
 
     fn release(open: KBox<OpenFile>, _file: &File) {
         open.card.arbiter.release_all(&open.owner);
+        open.card.dma.release(&open.card.memory, open.owner.id());
         open.card
             .tlb
             .free_all_revoking(open.owner.id(), &|id| open.revoke_window(id));
         open.card.remove_opener(open.owner.id());
+        // Last: an opener waiting for the card finds it as closed as it is.
+        open.card.gate.leave(open.exclusive);
     }
 
     fn ioctl(open: &OpenFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -134,6 +162,12 @@ impl FileOperations for Card {
             Command::TlbAllocate => open.tlb_allocate(arg),
             Command::QueryMappings => open.query_mappings(arg),
             Command::ConfigureTlb => open.configure_tlb(arg),
+            Command::AllocateDmaBuf => open.allocate_dma_buf(arg),
+            // Buffers live until close, as in tt-kmd 2.10, whose command
+            // takes no argument saying which buffer.
+            Command::FreeDmaBuf => Err(EINVAL),
+            Command::PinPages => open.pin_pages(arg),
+            Command::UnpinPages => open.unpin_pages(arg),
         }?;
         Ok(0)
     }
@@ -149,6 +183,7 @@ impl FileOperations for Card {
     /// A window mapping is one piece, as in tt-kmd 2.10 (its test program
     /// checks that a partial munmap of a window fails); BAR mappings split.
     fn may_split(_open: &OpenFile, offset: u64) -> Result {
+        // (DMA buffer mappings split, like BAR mappings.)
         if mapping::is_window_offset(offset) {
             Err(EINVAL)
         } else {
@@ -157,6 +192,9 @@ impl FileOperations for Card {
     }
 
     fn fault(open: &OpenFile, fault: &VmFault) -> FaultResult {
+        if dma::buffer_at(fault.offset()).is_some() {
+            return open.card.dma.fault(open.owner.id(), fault);
+        }
         open.card
             .memory
             .fault(&open.card.tlb, open.owner.id(), fault)
@@ -177,6 +215,10 @@ enum Command {
     TlbAllocate,
     QueryMappings,
     ConfigureTlb,
+    AllocateDmaBuf,
+    FreeDmaBuf,
+    PinPages,
+    UnpinPages,
 }
 
 impl Command {
@@ -189,6 +231,10 @@ impl Command {
             uapi::FREE_TLB => return Some(Self::FreeTlb),
             uapi::QUERY_MAPPINGS => return Some(Self::QueryMappings),
             uapi::CONFIGURE_TLB => return Some(Self::ConfigureTlb),
+            uapi::ALLOCATE_DMA_BUF => return Some(Self::AllocateDmaBuf),
+            uapi::FREE_DMA_BUF => return Some(Self::FreeDmaBuf),
+            uapi::PIN_PAGES => return Some(Self::PinPages),
+            uapi::UNPIN_PAGES => return Some(Self::UnpinPages),
             _ => {}
         }
         // Our commands carry their struct's size, which grows with new
@@ -354,7 +400,11 @@ impl OpenFile {
             subsystem_vendor_id: pci.subsystem_vendor_id,
             subsystem_id: pci.subsystem_id,
             bus_dev_fn: pci.bus_dev_fn,
-            max_dma_buf_size_log2: 0,
+            max_dma_buf_size_log2: if self.card.dma.is_capable() {
+                MAX_DMA_BUF_SIZE_LOG2
+            } else {
+                0
+            },
             pci_domain: pci.domain,
             reserved: 0,
         };
@@ -718,6 +768,90 @@ impl OpenFile {
             .configure(&self.card.tlb, self.owner.id(), r.id as usize, &config)
     }
 
+    /// ALLOCATE_DMA_BUF, as tt-kmd 2.10 (src/dma.rs): reads only `in`,
+    /// writes only `out`; its reserved fields are not checked (tt-kmd does
+    /// not check them), unknown flags are `EINVAL`.
+    fn allocate_dma_buf(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; AllocateDmaBufIn::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        let r = AllocateDmaBufIn::decode(&bytes);
+        if r.flags & !ALLOCATE_DMA_BUF_NOC_DMA != 0 {
+            return Err(EINVAL);
+        }
+        let noc = r.flags & ALLOCATE_DMA_BUF_NOC_DMA != 0;
+        let (memory, owner) = (&self.card.memory, self.owner.id());
+        let given = self
+            .card
+            .dma
+            .allocate(memory, owner, r.buf_index, r.requested_size, noc)?;
+        let answer = AllocateDmaBufOut {
+            physical_address: given.dma_address,
+            mapping_offset: dma::buffer_offset(r.buf_index),
+            size: r.requested_size,
+            reserved0: 0,
+            noc_address: given.noc_address,
+            reserved1: 0,
+        };
+        let written = write_back(arg.wrapping_add(AllocateDmaBufIn::SIZE), &answer.encode());
+        if written.is_err() {
+            // The caller cannot know it has the buffer: it must not stay.
+            self.card.dma.free_buffer(memory, owner, r.buf_index);
+        }
+        written
+    }
+
+    /// PIN_PAGES, as tt-kmd 2.10: the caller's `output_size_bytes` bytes of
+    /// `out` are cleared first (even when the call then fails), then get
+    /// `physical_address` and, from 16 bytes, `noc_address`.
+    fn pin_pages(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; PinPagesIn::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        let r = PinPagesIn::decode(&bytes);
+        let out = arg.wrapping_add(PinPagesIn::SIZE);
+        write_sized_output(out, r.output_size_bytes, &[])?;
+        let (memory, owner) = (&self.card.memory, self.owner.id());
+        let given = self
+            .card
+            .dma
+            .pin(memory, owner, r.virtual_address, r.size, r.flags)?;
+        let answer = PinPagesOutExtended {
+            physical_address: given.dma_address,
+            noc_address: given.noc_address,
+        };
+        let wanted = usize::try_from(r.output_size_bytes)?.min(PinPagesOutExtended::SIZE);
+        let written = write_back(out, &answer.encode()[..wanted]);
+        if written.is_err() {
+            let _ = self
+                .card
+                .dma
+                .unpin(memory, owner, r.virtual_address, r.size);
+        }
+        written
+    }
+
+    /// UNPIN_PAGES, as tt-kmd 2.10: `size` is cut to whole pages, and must
+    /// be the size of the newest pin at `virtual_address`.
+    fn unpin_pages(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; UnpinPagesIn::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        let r = UnpinPagesIn::decode(&bytes);
+        if r.reserved != 0 {
+            return Err(EINVAL);
+        }
+        self.card.dma.unpin(
+            &self.card.memory,
+            self.owner.id(),
+            r.virtual_address,
+            r.size,
+        )
+    }
+
     /// mmap of a BAR or a window (see src/mapping.rs): `EINVAL` outside a
     /// mapping, `EPERM` for a window this file does not hold.
     fn mmap(&self, vma: &VmaNew) -> Result {
@@ -725,9 +859,12 @@ impl OpenFile {
             return Err(ENODEV);
         }
         let len = u64::try_from(vma.end() - vma.start())?;
+        let offset = vma_offset(vma);
+        if dma::buffer_at(offset).is_some() {
+            return self.card.dma.mmap(self.owner.id(), offset, len, vma);
+        }
         let layout = self.card.tlb.layout();
-        let (target, caching) =
-            mapping::decode_mmap(layout, self.card.memory.lens(), vma_offset(vma), len)?;
+        let (target, caching) = mapping::decode_mmap(layout, self.card.memory.lens(), offset, len)?;
         match target {
             Target::Bar { .. } => self.card.memory.mmap(vma, caching),
             Target::Window(window) => self

@@ -64,7 +64,10 @@ use kernel::{
     mm::virt::VmaNew,
     new_mutex,
     prelude::*,
-    sync::Mutex, //
+    sync::{
+        Arc,
+        Mutex, //
+    },
 };
 
 /// Each resource's offset space is this large.
@@ -253,7 +256,8 @@ pub(crate) fn decode_page(layout: &Layout, offset: u64) -> Option<Page> {
 #[pin_data]
 pub(crate) struct CardMemory {
     bars: Bars,
-    shared: SharedMapping,
+    /// Shared with the DMA buffers, which zap their own mappings.
+    shared: Arc<SharedMapping>,
     /// Whether BAR pages may be faulted in: cleared at unbind.
     #[pin]
     live: Mutex<bool>,
@@ -269,7 +273,7 @@ pub(crate) struct CardMemory {
 
 impl CardMemory {
     pub(crate) fn new(bars: Bars, windows: usize) -> Result<impl PinInit<Self>> {
-        let shared = SharedMapping::new()?;
+        let shared = Arc::new(SharedMapping::new()?, GFP_KERNEL)?;
         let mut targets = KVec::with_capacity(windows, GFP_KERNEL)?;
         let mut revocations = KVec::with_capacity(windows, GFP_KERNEL)?;
         for _ in 0..windows {
@@ -287,6 +291,11 @@ impl CardMemory {
 
     pub(crate) fn shared_mapping(&self) -> &SharedMapping {
         &self.shared
+    }
+
+    /// The `address_space` of the card's files, to keep.
+    pub(crate) fn shared_mapping_ref(&self) -> Arc<SharedMapping> {
+        self.shared.clone()
     }
 
     /// The sizes of RESOURCE0/1/2.
@@ -361,6 +370,11 @@ impl CardMemory {
             }
             None => FaultResult::SIGBUS,
         }
+    }
+
+    /// Writes registers of the PCIe controller in BAR2 (see [`Bars::write_bar2`]).
+    pub(crate) fn write_bar2(&self, writes: &[(usize, u32)]) -> Result {
+        self.bars.write_bar2(writes)
     }
 
     fn write(&self, writes: &RegisterWrites) -> Result {

@@ -12,6 +12,15 @@
 //!
 //! `/sys/class/tenstorrent/tenstorrent!N/tlb/SIZE` (SIZE = 1M, 2M, 16M, 4G,
 //! those of the card's layout) shows a TLB window class the same way.
+//!
+//! `/sys/class/tenstorrent/tenstorrent!N/open/exclusive` shows whether the
+//! card is held by an `O_EXCL` open, by whom, how many files are open and
+//! how many opens wait.
+//!
+//! `/sys/class/tenstorrent/tenstorrent!N/dma/usage` shows what the card's
+//! DMA holds for all files: DMA buffers and their bytes, pinned ranges and
+//! their pages, outbound (NOC DMA) regions in use out of 16, and whether
+//! an IOMMU translates the card's DMA.
 
 use crate::{
     arbiter::LOCK_COUNT,
@@ -73,6 +82,8 @@ fn write_comm(out: &mut impl Write, comm: &[u8]) -> fmt::Result {
 
 const LOCKS: u32 = 0;
 const TLB: u32 = 1;
+const DMA: u32 = 2;
+const OPEN: u32 = 3;
 
 indexed_attribute_group!(
     LOCKS_GROUP: Card,
@@ -156,15 +167,21 @@ indexed_attribute_group!(
     [c"1M", c"2M", c"16M", c"4G"]
 );
 
+indexed_attribute_group!(DMA_GROUP: Card, DMA, c"dma", [c"usage"]);
+
+indexed_attribute_group!(OPEN_GROUP: Card, OPEN, c"open", [c"exclusive"]);
+
 /// The attribute groups of a card's class device.
-pub(crate) static CARD_GROUPS: AttributeGroups<2> =
-    AttributeGroups::new([&LOCKS_GROUP, &TLB_GROUP]);
+pub(crate) static CARD_GROUPS: AttributeGroups<4> =
+    AttributeGroups::new([&LOCKS_GROUP, &TLB_GROUP, &DMA_GROUP, &OPEN_GROUP]);
 
 impl ShowAttribute for Card {
     fn show(&self, group: u32, index: usize, out: &mut Page<'_>) -> fmt::Result {
         match group {
             LOCKS => self.show_lock(index, out),
             TLB => self.show_tlb_class(index, out),
+            DMA => self.show_dma(out),
+            OPEN => self.show_open(out),
             _ => Ok(()),
         }
     }
@@ -175,6 +192,34 @@ impl ShowAttribute for Card {
 }
 
 impl Card {
+    fn show_open(&self, out: &mut Page<'_>) -> fmt::Result {
+        let info = self.gate.info();
+        match info.exclusive {
+            Some((pid, comm)) => {
+                write!(out, "held=1 pid={pid} comm=")?;
+                write_comm(out, &comm)?;
+            }
+            None => write!(out, "held=0 pid=0 comm=")?,
+        }
+        writeln!(out, " open={} waiting={}", info.open, info.waiting)
+    }
+
+    fn show_dma(&self, out: &mut Page<'_>) -> fmt::Result {
+        let usage = self.dma.usage(None);
+        writeln!(
+            out,
+            "buffers={} buffer_bytes={} pins={} pinned_pages={} outbound_regions={}/{} \
+             translated={}",
+            usage.buffers,
+            usage.buffer_bytes,
+            usage.pins,
+            usage.pinned_pages,
+            usage.regions,
+            crate::iatu::REGIONS,
+            u8::from(self.dma.is_translated()),
+        )
+    }
+
     /// The class of the card's layout whose size is `TLB_SIZES[index]`.
     fn tlb_class_of(&self, index: usize) -> Option<usize> {
         let size = *TLB_SIZES.get(index)?;

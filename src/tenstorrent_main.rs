@@ -17,10 +17,13 @@ mod arbiter;
 mod bars;
 mod card;
 mod debugfs;
+mod dma;
 mod driver;
 mod fifo;
 mod file;
+mod iatu;
 mod mapping;
+mod open_gate;
 mod procfs;
 mod registry;
 #[path = "../rust/mod.rs"]

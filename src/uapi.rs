@@ -20,6 +20,10 @@ pub(crate) const ALLOCATE_TLB: u32 = _IO(IOCTL_MAGIC, 11);
 pub(crate) const FREE_TLB: u32 = _IO(IOCTL_MAGIC, 12);
 pub(crate) const QUERY_MAPPINGS: u32 = _IO(IOCTL_MAGIC, 2);
 pub(crate) const CONFIGURE_TLB: u32 = _IO(IOCTL_MAGIC, 13);
+pub(crate) const ALLOCATE_DMA_BUF: u32 = _IO(IOCTL_MAGIC, 3);
+pub(crate) const FREE_DMA_BUF: u32 = _IO(IOCTL_MAGIC, 4);
+pub(crate) const PIN_PAGES: u32 = _IO(IOCTL_MAGIC, 7);
+pub(crate) const UNPIN_PAGES: u32 = _IO(IOCTL_MAGIC, 10);
 
 pub(crate) const LOCK_ACQUIRE_NR: u32 = 0x40;
 pub(crate) const LOCK_ACQUIRE_SET_NR: u32 = 0x41;
@@ -314,3 +318,54 @@ const _: () = assert!(TlbAllocate::SIZE == 56);
 const _: () = assert!(QueryMappingsIn::SIZE == 8);
 const _: () = assert!(Mapping::SIZE == 24);
 const _: () = assert!(ConfigureTlbIn::SIZE == 40);
+
+abi_struct!(
+    /// `struct tenstorrent_allocate_dma_buf_in`.
+    AllocateDmaBufIn {
+        requested_size: u32,
+        buf_index: u8,
+        flags: u8,
+        reserved0: [u8; 2],
+        reserved1: [u8; 16],
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_allocate_dma_buf_out`.
+    AllocateDmaBufOut {
+        physical_address: u64,
+        mapping_offset: u64,
+        size: u32,
+        reserved0: u32,
+        noc_address: u64,
+        reserved1: u64,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_pin_pages_in`.
+    PinPagesIn {
+        output_size_bytes: u32,
+        flags: u32,
+        virtual_address: u64,
+        size: u64,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_pin_pages_out_extended` (the first 8 bytes are
+    /// `struct tenstorrent_pin_pages_out`).
+    PinPagesOutExtended {
+        physical_address: u64,
+        noc_address: u64,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_unpin_pages_in`.
+    UnpinPagesIn {
+        virtual_address: u64,
+        size: u64,
+        reserved: u64,
+    }
+);

@@ -67,6 +67,10 @@
 #define TENSTORRENT_IOCTL_FREE_TLB		_IO(TENSTORRENT_IOCTL_MAGIC, 12)
 #define TENSTORRENT_IOCTL_QUERY_MAPPINGS	_IO(TENSTORRENT_IOCTL_MAGIC, 2)
 #define TENSTORRENT_IOCTL_CONFIGURE_TLB		_IO(TENSTORRENT_IOCTL_MAGIC, 13)
+#define TENSTORRENT_IOCTL_ALLOCATE_DMA_BUF	_IO(TENSTORRENT_IOCTL_MAGIC, 3)
+#define TENSTORRENT_IOCTL_FREE_DMA_BUF		_IO(TENSTORRENT_IOCTL_MAGIC, 4)
+#define TENSTORRENT_IOCTL_PIN_PAGES		_IO(TENSTORRENT_IOCTL_MAGIC, 7)
+#define TENSTORRENT_IOCTL_UNPIN_PAGES		_IO(TENSTORRENT_IOCTL_MAGIC, 10)
 
 /*
  * The "output_size_bytes" rule of the three commands above: the kernel reads
@@ -86,7 +90,7 @@ struct tenstorrent_get_device_info_out {
 	__u16 subsystem_vendor_id;
 	__u16 subsystem_id;
 	__u16 bus_dev_fn;		/* fn bits 0-2, dev 3-7, bus 8-15 */
-	__u16 max_dma_buf_size_log2;	/* 0: no DMA buffers yet */
+	__u16 max_dma_buf_size_log2;	/* 28; 0 if the card cannot DMA */
 	__u16 pci_domain;
 	__u16 reserved;
 };
@@ -429,5 +433,90 @@ struct tenstorrent_tlb_allocate {
 	_IOWR(TENSTORRENT_IOCTL_MAGIC, 0x43, struct tenstorrent_lock_query)
 #define TENSTORRENT_IOCTL_TLB_ALLOCATE \
 	_IOWR(TENSTORRENT_IOCTL_MAGIC, 0x44, struct tenstorrent_tlb_allocate)
+
+/*
+ * DMA (tt-kmd 2.10). ALLOCATE_DMA_BUF gives the file buffer `buf_index` of
+ * `requested_size` bytes (a multiple of the page size, at most
+ * 1 << max_dma_buf_size_log2), physically contiguous and zeroed: EINVAL
+ * for a bad size or an index the file already has, ENOMEM when no such
+ * block is free (callers halve). `physical_address` is the bus address
+ * (an IOVA behind an IOMMU); with ALLOCATE_DMA_BUF_NOC_DMA the buffer also
+ * gets `noc_address`, through one of the card's 16 outbound regions
+ * (ENOSPC when all are in use). The kernel reads only `in` and writes only
+ * `out`. The buffer is mmapped at `mapping_offset` ((PAGE_SIZE - 256) << 32
+ * + buf_index << 32), cached, any page-aligned part of it; it lives until
+ * its file is closed or the card is unbound (mappings then get SIGBUS).
+ * FREE_DMA_BUF always fails with EINVAL, as in tt-kmd.
+ *
+ * PIN_PAGES pins `size` bytes of the caller's memory from
+ * `virtual_address` (both page aligned, size > 0), charged to its
+ * RLIMIT_MEMLOCK (ENOMEM past it, unless CAP_IPC_LOCK). The caller's
+ * `output_size_bytes` bytes of `out` are cleared first; they then hold
+ * `physical_address` (the pages must be one range the card can reach:
+ * physically contiguous without an IOMMU, one IOVA range with one; EINVAL
+ * otherwise) and, from 16 bytes, `noc_address` (0 without NOC_DMA).
+ * NOC_TOP_DOWN implies NOC_DMA. READ_ONLY needs an IOMMU (EOPNOTSUPP).
+ * EEXIST if the file pinned the same range already. UNPIN_PAGES unpins
+ * the newest pin at `virtual_address`, whose size (cut to whole pages)
+ * must be `size`: EINVAL otherwise. Close unpins everything of the file.
+ */
+#define TENSTORRENT_ALLOCATE_DMA_BUF_NOC_DMA	2
+#define TENSTORRENT_PIN_PAGES_CONTIGUOUS	1
+#define TENSTORRENT_PIN_PAGES_NOC_DMA		2
+#define TENSTORRENT_PIN_PAGES_NOC_TOP_DOWN	4
+#define TENSTORRENT_PIN_PAGES_READ_ONLY		8
+
+struct tenstorrent_allocate_dma_buf_in {
+	__u32 requested_size;
+	__u8 buf_index;
+	__u8 flags;
+	__u8 reserved0[2];
+	__u64 reserved1[2];
+};
+
+struct tenstorrent_allocate_dma_buf_out {
+	__u64 physical_address;
+	__u64 mapping_offset;
+	__u32 size;
+	__u32 reserved0;
+	__u64 noc_address;
+	__u64 reserved1;
+};
+
+struct tenstorrent_allocate_dma_buf {
+	struct tenstorrent_allocate_dma_buf_in in;
+	struct tenstorrent_allocate_dma_buf_out out;
+};
+
+struct tenstorrent_pin_pages_in {
+	__u32 output_size_bytes;
+	__u32 flags;
+	__u64 virtual_address;
+	__u64 size;
+};
+
+struct tenstorrent_pin_pages_out {
+	__u64 physical_address;
+};
+
+struct tenstorrent_pin_pages_out_extended {
+	__u64 physical_address;
+	__u64 noc_address;
+};
+
+struct tenstorrent_pin_pages {
+	struct tenstorrent_pin_pages_in in;
+	struct tenstorrent_pin_pages_out out;
+};
+
+struct tenstorrent_unpin_pages_in {
+	__u64 virtual_address;
+	__u64 size;
+	__u64 reserved;
+};
+
+struct tenstorrent_unpin_pages {
+	struct tenstorrent_unpin_pages_in in;
+};
 
 #endif /* _UAPI_LINUX_TENSTORRENT_H */

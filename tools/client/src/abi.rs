@@ -413,6 +413,95 @@ abi_struct! {
         /// Out: time spent waiting.
         pub waited_ns: u64,
     }
+
+    /// ALLOCATE_DMA_BUF input.
+    "tenstorrent_allocate_dma_buf_in" => pub struct AllocateDmaBufIn {
+        /// Bytes, a multiple of the page size.
+        pub requested_size: u32,
+        /// The file's buffer index.
+        pub buf_index: u8,
+        /// `ALLOCATE_DMA_BUF_NOC_DMA` or 0.
+        pub flags: u8,
+        /// Not checked.
+        pub reserved0: [u8; 2],
+        /// Not checked.
+        pub reserved1: [u64; 2],
+    }
+
+    /// ALLOCATE_DMA_BUF output.
+    "tenstorrent_allocate_dma_buf_out" => pub struct AllocateDmaBufOut {
+        /// Bus address (an IOVA behind an IOMMU).
+        pub physical_address: u64,
+        /// mmap offset.
+        pub mapping_offset: u64,
+        /// Bytes.
+        pub size: u32,
+        /// Zero.
+        pub reserved0: u32,
+        /// NOC address, 0 without NOC DMA.
+        pub noc_address: u64,
+        /// Zero.
+        pub reserved1: u64,
+    }
+
+    /// ALLOCATE_DMA_BUF argument.
+    "tenstorrent_allocate_dma_buf" => pub struct AllocateDmaBuf {
+        /// In.
+        pub input: AllocateDmaBufIn as "in",
+        /// Out.
+        pub output: AllocateDmaBufOut as "out",
+    }
+
+    /// PIN_PAGES input.
+    "tenstorrent_pin_pages_in" => pub struct PinPagesIn {
+        /// Bytes of `out` the caller has room for (8, or 16 for the
+        /// extended output).
+        pub output_size_bytes: u32,
+        /// `PIN_PAGES_*`.
+        pub flags: u32,
+        /// Page aligned.
+        pub virtual_address: u64,
+        /// Bytes, page aligned.
+        pub size: u64,
+    }
+
+    /// PIN_PAGES output.
+    "tenstorrent_pin_pages_out" => pub struct PinPagesOut {
+        /// Bus address of the first byte.
+        pub physical_address: u64,
+    }
+
+    /// PIN_PAGES output, with `output_size_bytes` >= 16.
+    "tenstorrent_pin_pages_out_extended" => pub struct PinPagesOutExtended {
+        /// Bus address of the first byte.
+        pub physical_address: u64,
+        /// NOC address, 0 without NOC DMA.
+        pub noc_address: u64,
+    }
+
+    /// PIN_PAGES argument.
+    "tenstorrent_pin_pages" => pub struct PinPages {
+        /// In.
+        pub input: PinPagesIn as "in",
+        /// Out.
+        pub output: PinPagesOut as "out",
+    }
+
+    /// UNPIN_PAGES input.
+    "tenstorrent_unpin_pages_in" => pub struct UnpinPagesIn {
+        /// Where the pin starts.
+        pub virtual_address: u64,
+        /// Its size.
+        pub size: u64,
+        /// 0.
+        pub reserved: u64,
+    }
+
+    /// UNPIN_PAGES argument.
+    "tenstorrent_unpin_pages" => pub struct UnpinPages {
+        /// In.
+        pub input: UnpinPagesIn as "in",
+    }
 }
 
 /// An all-zero struct with `argsz` set, for the extensible commands.
@@ -457,6 +546,24 @@ pub const IOCTL_FREE_TLB: u32 = io(IOCTL_MAGIC, 12);
 pub const IOCTL_QUERY_MAPPINGS: u32 = io(IOCTL_MAGIC, 2);
 /// CONFIGURE_TLB, `_IO(0xFA, 13)` (C driver).
 pub const IOCTL_CONFIGURE_TLB: u32 = io(IOCTL_MAGIC, 13);
+/// ALLOCATE_DMA_BUF, `_IO(0xFA, 3)` (C driver).
+pub const IOCTL_ALLOCATE_DMA_BUF: u32 = io(IOCTL_MAGIC, 3);
+/// FREE_DMA_BUF, `_IO(0xFA, 4)` (C driver): always EINVAL.
+pub const IOCTL_FREE_DMA_BUF: u32 = io(IOCTL_MAGIC, 4);
+/// PIN_PAGES, `_IO(0xFA, 7)` (C driver).
+pub const IOCTL_PIN_PAGES: u32 = io(IOCTL_MAGIC, 7);
+/// UNPIN_PAGES, `_IO(0xFA, 10)` (C driver).
+pub const IOCTL_UNPIN_PAGES: u32 = io(IOCTL_MAGIC, 10);
+/// ALLOCATE_DMA_BUF flag: give the buffer a NOC address.
+pub const ALLOCATE_DMA_BUF_NOC_DMA: u32 = 2;
+/// PIN_PAGES flags.
+pub const PIN_PAGES_CONTIGUOUS: u32 = 1;
+/// Give the pinned range a NOC address (bottom-up).
+pub const PIN_PAGES_NOC_DMA: u32 = 2;
+/// Give the pinned range a NOC address from the top of the window.
+pub const PIN_PAGES_NOC_TOP_DOWN: u32 = 4;
+/// The card only reads the pages (needs an IOMMU).
+pub const PIN_PAGES_READ_ONLY: u32 = 8;
 /// QUERY_MAPPINGS ids: no mapping.
 pub const MAPPING_UNUSED: u32 = 0;
 /// BAR0 uncached.
@@ -619,6 +726,30 @@ pub const DEFINES: &[(&str, u64)] = &[
         "TENSTORRENT_MAPPING_RESOURCE2_WC",
         MAPPING_RESOURCE2_WC as u64,
     ),
+    (
+        "TENSTORRENT_IOCTL_ALLOCATE_DMA_BUF",
+        IOCTL_ALLOCATE_DMA_BUF as u64,
+    ),
+    ("TENSTORRENT_IOCTL_FREE_DMA_BUF", IOCTL_FREE_DMA_BUF as u64),
+    ("TENSTORRENT_IOCTL_PIN_PAGES", IOCTL_PIN_PAGES as u64),
+    ("TENSTORRENT_IOCTL_UNPIN_PAGES", IOCTL_UNPIN_PAGES as u64),
+    (
+        "TENSTORRENT_ALLOCATE_DMA_BUF_NOC_DMA",
+        ALLOCATE_DMA_BUF_NOC_DMA as u64,
+    ),
+    (
+        "TENSTORRENT_PIN_PAGES_CONTIGUOUS",
+        PIN_PAGES_CONTIGUOUS as u64,
+    ),
+    ("TENSTORRENT_PIN_PAGES_NOC_DMA", PIN_PAGES_NOC_DMA as u64),
+    (
+        "TENSTORRENT_PIN_PAGES_NOC_TOP_DOWN",
+        PIN_PAGES_NOC_TOP_DOWN as u64,
+    ),
+    (
+        "TENSTORRENT_PIN_PAGES_READ_ONLY",
+        PIN_PAGES_READ_ONLY as u64,
+    ),
     ("TENSTORRENT_IOCTL_TLB_ALLOCATE", IOCTL_TLB_ALLOCATE as u64),
     ("TENSTORRENT_TLB_MAX_WINDOWS", TLB_MAX_WINDOWS as u64),
     ("TENSTORRENT_MMAP_OFFSET_TLB_UC", MMAP_OFFSET_TLB_UC),
@@ -713,6 +844,15 @@ mod tests {
         entry::<QueryMappingsIn>(&mut m);
         entry::<Mapping>(&mut m);
         entry::<NocTlbConfig>(&mut m);
+        entry::<AllocateDmaBufIn>(&mut m);
+        entry::<AllocateDmaBufOut>(&mut m);
+        entry::<AllocateDmaBuf>(&mut m);
+        entry::<PinPagesIn>(&mut m);
+        entry::<PinPagesOut>(&mut m);
+        entry::<PinPagesOutExtended>(&mut m);
+        entry::<PinPages>(&mut m);
+        entry::<UnpinPagesIn>(&mut m);
+        entry::<UnpinPages>(&mut m);
         entry::<ConfigureTlbIn>(&mut m);
         entry::<ConfigureTlbOut>(&mut m);
         entry::<ConfigureTlb>(&mut m);

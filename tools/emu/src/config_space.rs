@@ -594,11 +594,9 @@ impl ConfigSpace {
         u32::from_le_bytes(b)
     }
 
-    /// Whether Bus Master Enable is set. A real function may reach host
-    /// memory only then; this model does not enforce it (the DMA engines,
-    /// the PCIe tile and the control socket's `dma-read`/`dma-write` reach
-    /// host memory regardless), and reports it in the control socket's
-    /// `status`.
+    /// Whether Bus Master Enable is set: only then does the function reach
+    /// host memory (the PCIe tile's outbound path and the control socket's
+    /// `dma-read`/`dma-write` answer no response / an error otherwise).
     pub fn bus_master_enabled(&self) -> bool {
         self.read_u16(hdr::COMMAND) & hdr::COMMAND_MASTER != 0
     }

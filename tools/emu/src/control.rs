@@ -321,6 +321,11 @@ pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
             lock(&shared.card).noc_write(x, y, addr, &data);
             ok(format!("{} bytes written", data.len()))
         }
+        Command::DmaRead { .. } | Command::DmaWrite { .. }
+            if !lock(&shared.config).bus_master_enabled() =>
+        {
+            Outcome::Reply("err bus mastering is disabled (Command register bit 2)".into())
+        }
         Command::DmaRead { iova, len } => {
             let mut buf = vec![0; len];
             match shared.host.read(iova, &mut buf) {
@@ -587,6 +592,12 @@ mod tests {
     #[test]
     fn dma_commands_reach_host_memory() {
         let shared = Shared::new(Arch::Wormhole);
+        // Out of reset the function may not master the bus.
+        assert!(reply("dma-read 0x1000 4", &shared).contains("bus mastering is disabled"));
+        let command = (crate::config_space::hdr::COMMAND_MEMORY
+            | crate::config_space::hdr::COMMAND_MASTER)
+            .to_le_bytes();
+        let _ = lock(&shared.config).write(crate::config_space::hdr::COMMAND as u64, &command);
         assert!(reply("dma-read 0x1000 4", &shared).starts_with("err unmapped"));
         // SAFETY: plain memfd creation; the fd is ours.
         let fd = unsafe { libc::memfd_create(c"ctl-test".as_ptr(), 0) };

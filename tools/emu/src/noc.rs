@@ -654,6 +654,18 @@ impl PcieController {
         self.config.as_ref()
     }
 
+    /// Whether the function may issue requests to the host: Bus Master
+    /// Enable (Command register bit 2; PCIe Base Specification 7.5.1.1.3:
+    /// without it the function issues no memory requests). Without a
+    /// linked config space (unit tests) it may.
+    pub fn bus_master_enabled(&self) -> bool {
+        self.config.as_ref().is_none_or(|c| {
+            c.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .bus_master_enabled()
+        })
+    }
+
     fn dbi_config(&self, offset: u64, len: usize) -> Option<MutexGuard<'_, ConfigSpace>> {
         let end = offset.checked_add(len as u64)?;
         if end > CONFIG_SPACE_SIZE as u64 {
@@ -1146,6 +1158,9 @@ impl Noc {
                 }
                 return Ok(());
             }
+        }
+        if !self.pcie.bus_master_enabled() {
+            return no_response(access);
         }
         // Split where the iATU's mapping changes.
         let mut access = access;

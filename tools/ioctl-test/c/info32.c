@@ -138,7 +138,7 @@ static void device_info(int card)
 	      "subsystem_vendor_id %04x", arg.out.subsystem_vendor_id);
 	CHECK(arg.out.subsystem_id == sysfs_hex(card, "subsystem_device"), "subsystem_id %04x",
 	      arg.out.subsystem_id);
-	CHECK(arg.out.max_dma_buf_size_log2 == 0, "max_dma_buf_size_log2 %u",
+	CHECK(arg.out.max_dma_buf_size_log2 == 28, "max_dma_buf_size_log2 %u",
 	      arg.out.max_dma_buf_size_log2);
 	snprintf(path, sizeof(path), "/sys/class/tenstorrent/tenstorrent!%d/device", card);
 	n = readlink(path, link, sizeof(link) - 1);

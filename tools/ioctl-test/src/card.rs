@@ -15,6 +15,7 @@ const CONTROL_PATIENCE: Duration = Duration::from_secs(20);
 
 /// A shared mapping of device memory: a BAR through its PCI resource file
 /// ([`Mmio::bar`]) or the module's own mmap offsets ([`Mmio::new`]).
+#[derive(Debug)]
 pub struct Mmio {
     base: *mut u8,
     len: usize,

@@ -596,6 +596,11 @@ pub fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "(non-string panic)".into())
 }
 
+/// Whether a wait status is death by `sig`.
+pub fn died_of(status: libc::c_int, sig: libc::c_int) -> bool {
+    libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == sig
+}
+
 /// Describes a wait status.
 pub fn describe_status(status: libc::c_int) -> String {
     if libc::WIFEXITED(status) {

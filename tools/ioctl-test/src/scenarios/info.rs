@@ -150,7 +150,11 @@ pub fn device_info_values() -> TestResult {
         );
         ensure_eq!(d.bus_dev_fn, bus_dev_fn, "card {n} bus_dev_fn of {bdf}");
         ensure_eq!(d.pci_domain, domain, "card {n} pci_domain of {bdf}");
-        ensure_eq!(d.max_dma_buf_size_log2, 0, "card {n} max_dma_buf_size_log2");
+        ensure_eq!(
+            d.max_dma_buf_size_log2,
+            28,
+            "card {n} max_dma_buf_size_log2"
+        );
         ensure_eq!(
             d.output_size_bytes as usize,
             size_of::<abi::GetDeviceInfoOut>(),
@@ -340,9 +344,10 @@ pub fn in_at_end_of_mapping() -> TestResult {
 pub fn unknown_ioctls_enotty() -> TestResult {
     let dev = open(0)?;
     let m = abi::IOCTL_MAGIC;
-    // 2 is QUERY_MAPPINGS, 11 and 12 ALLOCATE_TLB and FREE_TLB, 13
-    // CONFIGURE_TLB.
-    let mut cmds: Vec<u32> = [1, 3, 4, 6, 7, 9, 10]
+    // 2 is QUERY_MAPPINGS, 3 and 4 ALLOCATE_DMA_BUF and FREE_DMA_BUF, 7
+    // and 10 PIN_PAGES and UNPIN_PAGES, 11 and 12 ALLOCATE_TLB and
+    // FREE_TLB, 13 CONFIGURE_TLB.
+    let mut cmds: Vec<u32> = [1, 6, 9]
         .into_iter()
         .chain(14..=16)
         .map(|n| abi::io(m, n))

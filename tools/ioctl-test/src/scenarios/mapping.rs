@@ -170,11 +170,6 @@ fn noc_read(n: u32, (x, y): (u16, u16), addr: u64, len: usize) -> Result<String,
     Control::open(n as usize)?.command(&format!("noc-read {x} {y} {addr:#x} {len}"))
 }
 
-/// Whether a wait status is death by `sig`.
-fn died_of(status: libc::c_int, sig: libc::c_int) -> bool {
-    libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == sig
-}
-
 /// QUERY_MAPPINGS: ids 1-6 at tt-kmd's offsets with the BARs' sizes; only
 /// `output_mapping_count` entries are written, those past the six zeroed;
 /// with a count of 0 the kernel reads only `in`, which may end a mapping.

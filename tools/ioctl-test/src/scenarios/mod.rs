@@ -3,6 +3,8 @@
 mod card;
 mod client;
 mod compat;
+mod dma;
+mod excl;
 mod info;
 mod lifecycle;
 mod locks;
@@ -117,6 +119,14 @@ pub const ALL: &[Scenario] = scenarios! {
     "mapping/window_mappings_do_not_split" => mapping::window_mappings_do_not_split;
     "mapping/proc_tlb_view" => mapping::proc_tlb_view;
     "mapping/sigbus_after_unbind" => mapping::sigbus_after_unbind;
+    "dma/buffers_reach_the_card" => dma::buffers_reach_the_card, 120;
+    "dma/noc_dma_buffers" => dma::noc_dma_buffers, 120;
+    "dma/pinned_pages" => dma::pinned_pages, 120;
+    "dma/pins_charged_to_memlock" => dma::pins_charged_to_memlock;
+    "dma/crash_storm" => dma::crash_storm, 300;
+    "dma/unbind_frees_buffers_and_pins" => dma::unbind_frees_buffers_and_pins;
+    "open/exclusive_combinations" => excl::exclusive_combinations;
+    "open/exclusive_waits_in_order" => excl::exclusive_waits_in_order;
     "lifecycle/module_unload_refused_while_open" => lifecycle::module_unload_refused_while_open;
     "lifecycle/unbind_with_open_file" => lifecycle::unbind_with_open_file;
     "lifecycle/unbind_wakes_waiters" => lifecycle::unbind_wakes_waiters;

@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! DMA from file operations: a device's state that lives only while it is
+//! bound, page-backed DMA buffers userspace can map, and user pages pinned
+//! and mapped for a device.
+//!
+//! Linux 7.3's `kernel::dma` allocates coherent memory and maps vmalloc'ed
+//! buffers, both given a `&Device<Bound>`, which only a driver callback
+//! holds. A character device's ioctls have none; [`WhileBound`] gives
+//! them one for as long as the binding lasts, and ends by itself when the
+//! device is unbound (a device-managed action), so nothing can use the
+//! device for DMA after that, whether the driver remembered or not.
+//!
+//! [`DmaPages`] is a physically contiguous block from `dma_alloc_pages()`:
+//! struct pages a fault handler can insert into a user mapping one by one
+//! (coherent memory from `dma_alloc_coherent()` may be remapped and has no
+//! such pages). [`PinnedRange`] is `pin_user_pages_fast(FOLL_LONGTERM)`
+//! charged to `RLIMIT_MEMLOCK` as VFIO does, optionally DMA-mapped.
+//!
+//! Macros and static inlines are in `rust/dma_glue.c`.
+
+use super::device_ptr;
+use core::{
+    ffi::c_void,
+    ptr::NonNull, //
+};
+use kernel::{
+    bindings,
+    device::{
+        Bound,
+        Core,
+        Device, //
+    },
+    devres,
+    dma::{
+        Device as _,
+        DmaMask, //
+    },
+    error::{
+        from_err_ptr,
+        to_result, //
+    },
+    ffi::{
+        c_long,
+        c_ulong, //
+    },
+    mm::Mm,
+    new_mutex,
+    page::PAGE_SHIFT,
+    pci,
+    prelude::*,
+    sync::{
+        aref::ARef,
+        Arc,
+        Mutex, //
+    },
+};
+
+// The C side's `struct page *` and `struct device *`, passed as untyped
+// pointers: bindgen's layouts of both hold types Rust does not consider
+// FFI-safe, and nothing here reads them through these pointers.
+extern "C" {
+    fn tt_page_to_pfn(page: *mut c_void) -> c_ulong;
+    fn tt_dma_is_translated(dev: *mut c_void) -> bool;
+    fn tt_dma_set_limits(dev: *mut c_void);
+    fn tt_pin_user_pages(
+        start: c_ulong,
+        count: c_ulong,
+        writable: bool,
+        pages: *mut *mut c_void,
+    ) -> c_long;
+    fn tt_unpin_user_pages(pages: *mut *mut c_void, count: c_ulong, dirty: bool);
+    fn tt_dma_map_pages(
+        dev: *mut c_void,
+        pages: *mut *mut c_void,
+        count: c_ulong,
+        to_device_only: bool,
+    ) -> *mut c_void;
+    fn tt_dma_unmap_pages(dev: *mut c_void, sgt: *mut c_void, to_device_only: bool);
+    fn tt_dma_contiguous(sgt: *mut c_void, len: u64, start: *mut u64) -> bool;
+}
+
+/// Sets up `pdev`'s DMA at probe: addresses of `bits` bits (streaming and
+/// coherent), and no segment limits, so that a scattered range can be
+/// mapped as one IOVA range.
+pub(crate) fn set_dma_mask(pdev: &pci::Device<Core<'_>>, bits: u32) -> Result {
+    let mask = DmaMask::try_new(bits)?;
+    // SAFETY: probe runs before anything of this device allocates or maps
+    // memory for DMA: nothing runs concurrently with this call.
+    unsafe { pdev.dma_set_mask_and_coherent(mask)? };
+    let dev: &Device<Core<'_>> = pdev.as_ref();
+    // SAFETY: as above; `dev` is a valid device.
+    unsafe { tt_dma_set_limits(device_ptr(dev).cast()) };
+    Ok(())
+}
+
+/// Whether `dev`'s DMA is translated by an IOMMU (a DMA address is then an
+/// IOVA, and a read-only mapping is enforced).
+pub(crate) fn is_translated(dev: &Device<Bound>) -> bool {
+    // SAFETY: `dev` is a valid, bound device.
+    unsafe { tt_dma_is_translated(device_ptr(dev).cast()) }
+}
+
+/// The state behind a [`WhileBound`].
+#[pin_data]
+struct Binding<T> {
+    dev: ARef<Device>,
+    /// `None` once the device is unbound.
+    #[pin]
+    data: Mutex<Option<T>>,
+}
+
+/// Data usable with its device as bound, for as long as the device stays
+/// bound: at unbind the data is dropped (with the device still bound) and
+/// [`WhileBound::with`] answers `ENODEV` from then on.
+///
+/// # Invariants
+///
+/// While `binding.data` holds `Some`, `binding.dev` is bound: the data is
+/// taken out, under the mutex, by a device-managed action of `dev`, which
+/// runs before the device is unbound.
+pub(crate) struct WhileBound<T: Send + Unpin + 'static> {
+    binding: Arc<Binding<T>>,
+}
+
+/// The device-managed action that ends a [`WhileBound`].
+struct EndAtUnbind<T: Send + Unpin + 'static>(Arc<Binding<T>>);
+
+impl<T: Send + Unpin + 'static> Drop for EndAtUnbind<T> {
+    fn drop(&mut self) {
+        let data = self.0.data.lock().take();
+        // Dropped after the mutex, with the device still bound.
+        drop(data);
+    }
+}
+
+impl<T: Send + Unpin + 'static> WhileBound<T> {
+    /// Keeps `data` for bound `dev`.
+    pub(crate) fn new(dev: &Device<Bound>, data: T) -> Result<Self> {
+        let binding = Arc::pin_init(
+            pin_init!(Binding {
+                dev: dev.into(),
+                data <- new_mutex!(Some(data)),
+            }),
+            GFP_KERNEL,
+        )?;
+        devres::register(dev, EndAtUnbind(binding.clone()), GFP_KERNEL)?;
+        // INVARIANT: the action that takes the data out is registered.
+        Ok(Self { binding })
+    }
+
+    /// Runs `f` with the device and the data, the device kept bound until
+    /// `f` returns; `ENODEV` once it is unbound.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&Device<Bound>, &mut T) -> Result<R>) -> Result<R> {
+        let mut guard = self.binding.data.lock();
+        let data = Option::as_mut(&mut *guard).ok_or(ENODEV)?;
+        // SAFETY: by the type invariants the device is bound while the data
+        // is there, and the mutex keeps the unbind action from taking it
+        // until `f` returns.
+        let dev = unsafe { self.binding.dev.as_bound() };
+        f(dev, data)
+    }
+}
+
+/// A zeroed, physically contiguous block of pages allocated for a device's
+/// DMA (`dma_alloc_pages()`, bidirectional), at an address the device can
+/// reach (its DMA mask, or an IOVA).
+///
+/// # Invariants
+///
+/// `page` is the first of `len / PAGE_SIZE` pages returned by
+/// `dma_alloc_pages(dev, len, &dma_address, DMA_BIDIRECTIONAL)`, freed only
+/// in [`Drop`].
+pub(crate) struct DmaPages {
+    dev: ARef<Device>,
+    page: NonNull<bindings::page>,
+    len: usize,
+    dma_address: u64,
+}
+
+// SAFETY: The pages are owned by this object and may be freed from any
+// thread; nothing here is tied to the allocating thread.
+unsafe impl Send for DmaPages {}
+// SAFETY: Shared references only read the addresses.
+unsafe impl Sync for DmaPages {}
+
+impl DmaPages {
+    /// Allocates `len` bytes (a multiple of the page size) for `dev`.
+    /// `ENOMEM` when no such block is available.
+    pub(crate) fn alloc(dev: &Device<Bound>, len: usize) -> Result<Self> {
+        if len == 0 || len & ((1 << PAGE_SHIFT) - 1) != 0 {
+            return Err(EINVAL);
+        }
+        let mut dma_address: bindings::dma_addr_t = 0;
+        // SAFETY: `dev` is bound; the flags ask for no special zone (the
+        // mask decides) and allow sleeping.
+        let page = unsafe {
+            bindings::dma_alloc_pages(
+                device_ptr(dev),
+                len,
+                &mut dma_address,
+                bindings::dma_data_direction::DMA_BIDIRECTIONAL,
+                bindings::GFP_KERNEL | bindings::__GFP_NOWARN,
+            )
+        };
+        let page = NonNull::new(page).ok_or(ENOMEM)?;
+        // INVARIANT: allocated above.
+        Ok(Self {
+            dev: dev.into(),
+            page,
+            len,
+            dma_address,
+        })
+    }
+
+    /// The address the device reaches the first byte at.
+    pub(crate) fn dma_address(&self) -> u64 {
+        self.dma_address
+    }
+
+    /// The length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The page frame of the page at `offset` bytes, `None` past the end.
+    pub(crate) fn pfn(&self, offset: usize) -> Option<usize> {
+        if offset >= self.len {
+            return None;
+        }
+        // SAFETY: by the type invariants `page` is a live page.
+        let first = unsafe { tt_page_to_pfn(self.page.as_ptr().cast()) };
+        Some(first as usize + (offset >> PAGE_SHIFT))
+    }
+}
+
+impl Drop for DmaPages {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariants these are the arguments of the
+        // allocation, freed once.
+        unsafe {
+            bindings::dma_free_pages(
+                device_ptr(&*self.dev),
+                self.len,
+                self.page.as_ptr(),
+                self.dma_address,
+                bindings::dma_data_direction::DMA_BIDIRECTIONAL,
+            )
+        };
+    }
+}
+
+/// The DMA mapping of a [`PinnedRange`].
+struct DmaMapping {
+    dev: ARef<Device>,
+    sgt: NonNull<c_void>,
+}
+
+/// User pages pinned for long-term DMA, charged to the pinning process's
+/// `RLIMIT_MEMLOCK`, and maybe mapped for a device.
+///
+/// # Invariants
+///
+/// `pages` holds the `count` pages `tt_pin_user_pages()` pinned (writable
+/// unless `read_only`), each unpinned only in [`Drop`]; `count` pages are
+/// charged to `mm`'s `locked_vm`. `mapping`, if any, maps these pages for
+/// its device, to the device only when `read_only`.
+pub(crate) struct PinnedRange {
+    /// `struct page *`s.
+    pages: KVVec<*mut c_void>,
+    read_only: bool,
+    mm: ARef<Mm>,
+    mapping: Option<DmaMapping>,
+}
+
+// SAFETY: Pinned pages, the mm reference and the mapping may be released
+// from any thread.
+unsafe impl Send for PinnedRange {}
+// SAFETY: Shared references only read the page frames and addresses.
+unsafe impl Sync for PinnedRange {}
+
+impl PinnedRange {
+    /// Pins the `count` pages of the calling process from `start` (page
+    /// aligned), writable unless `read_only`. `ENOMEM` past the caller's
+    /// `RLIMIT_MEMLOCK` (unless it has `CAP_IPC_LOCK`), `EFAULT` (or what
+    /// GUP answers) for addresses that are not mapped, `EINVAL` if only
+    /// some pages could be pinned.
+    pub(crate) fn pin(start: usize, count: usize, read_only: bool) -> Result<Self> {
+        let current = kernel::current!();
+        let mm: ARef<Mm> = ARef::from(&**current.mm().ok_or(EFAULT)?);
+        let c_count = c_ulong::try_from(count)?;
+        // SAFETY: `mm` is live (referenced above); charging takes its lock.
+        to_result(unsafe { bindings::account_locked_vm(mm.as_raw(), c_count, true) })?;
+        let uncharge = |mm: &Mm| {
+            // SAFETY: `count` pages were charged to `mm` above.
+            unsafe { bindings::account_locked_vm(mm.as_raw(), c_count, false) };
+        };
+        let mut pages = match KVVec::with_capacity(count, GFP_KERNEL) {
+            Ok(pages) => pages,
+            Err(e) => {
+                uncharge(&mm);
+                return Err(e.into());
+            }
+        };
+        // SAFETY: `pages` has room for `count` pointers; the pages pinned
+        // are the current process's.
+        let pinned =
+            unsafe { tt_pin_user_pages(start as c_ulong, c_count, !read_only, pages.as_mut_ptr()) };
+        let pinned = usize::try_from(pinned).map_err(|_| {
+            uncharge(&mm);
+            Error::from_errno(pinned as i32)
+        })?;
+        // SAFETY: the first `pinned` entries were written by the call.
+        unsafe { pages.inc_len(pinned) };
+        if pinned != count {
+            // SAFETY: these pages were pinned above and are unpinned once.
+            unsafe { tt_unpin_user_pages(pages.as_mut_ptr(), pinned as c_ulong, false) };
+            uncharge(&mm);
+            return Err(EINVAL);
+        }
+        // INVARIANT: pinned and charged above.
+        Ok(Self {
+            pages,
+            read_only,
+            mm,
+            mapping: None,
+        })
+    }
+
+    /// The number of pages.
+    pub(crate) fn count(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// The physical address of the first page if the pages are physically
+    /// contiguous.
+    pub(crate) fn contiguous_physical(&self) -> Option<u64> {
+        let mut pfns = self.pages.iter().map(|&page| {
+            // SAFETY: by the type invariants each page is pinned.
+            unsafe { tt_page_to_pfn(page) }
+        });
+        let first = pfns.next()?;
+        let mut expected = first;
+        for pfn in pfns {
+            expected += 1;
+            if pfn != expected {
+                return None;
+            }
+        }
+        Some((first as u64) << PAGE_SHIFT)
+    }
+
+    /// Maps the pages for `dev`'s DMA (once); returns the first DMA
+    /// address if the mapping is one contiguous range, `EINVAL` otherwise.
+    pub(crate) fn map_contiguous(&mut self, dev: &Device<Bound>) -> Result<u64> {
+        if self.mapping.is_none() {
+            // SAFETY: `pages` holds `count` pinned pages, kept pinned until
+            // the mapping is gone ([`Drop`] unmaps first).
+            let sgt = unsafe {
+                tt_dma_map_pages(
+                    device_ptr(dev).cast(),
+                    self.pages.as_mut_ptr(),
+                    self.pages.len() as c_ulong,
+                    self.read_only,
+                )
+            };
+            let sgt = from_err_ptr(sgt)?;
+            // INVARIANT: mapped above, for `dev`, in the pins' direction.
+            self.mapping = Some(DmaMapping {
+                dev: dev.into(),
+                sgt: NonNull::new(sgt).ok_or(ENOMEM)?,
+            });
+        }
+        let mapping = self.mapping.as_ref().ok_or(EINVAL)?;
+        let len = (self.pages.len() as u64) << PAGE_SHIFT;
+        let mut start = 0u64;
+        // SAFETY: `sgt` is a mapped table of ours.
+        if unsafe { tt_dma_contiguous(mapping.sgt.as_ptr(), len, &mut start) } {
+            Ok(start)
+        } else {
+            Err(EINVAL)
+        }
+    }
+
+    /// Removes the DMA mapping, if any, while the caller keeps the device
+    /// bound (dropping the range does it too, but unpinning must not run
+    /// where the caller's locks are held: it takes the pinner's
+    /// `mmap_lock`).
+    pub(crate) fn unmap(&mut self) {
+        if let Some(mapping) = self.mapping.take() {
+            // SAFETY: by the type invariants the table maps these pages for
+            // `mapping.dev` in this direction; unmapped once.
+            unsafe {
+                tt_dma_unmap_pages(
+                    device_ptr(&*mapping.dev).cast(),
+                    mapping.sgt.as_ptr(),
+                    self.read_only,
+                )
+            };
+        }
+    }
+}
+
+impl Drop for PinnedRange {
+    fn drop(&mut self) {
+        self.unmap();
+        let count = self.pages.len();
+        // SAFETY: by the type invariants the pages are pinned and charged,
+        // and no DMA mapping of them is left.
+        unsafe {
+            tt_unpin_user_pages(self.pages.as_mut_ptr(), count as c_ulong, !self.read_only);
+            bindings::account_locked_vm(self.mm.as_raw(), count as c_ulong, false);
+        }
+    }
+}

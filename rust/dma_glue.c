@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * DMA for the Rust side of the tenstorrent module (rust/dma.rs).
+ *
+ * What Linux 7.3's Rust bindings cannot reach: page_to_pfn() and
+ * for_each_sgtable_dma_sg() are macros, the FOLL_* flags an anonymous enum,
+ * dma_set_seg_boundary() and the IOMMU domain type checks static inlines.
+ */
+
+#include <linux/dma-mapping.h>
+#include <linux/iommu.h>
+#include <linux/mm.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+
+unsigned long tt_page_to_pfn(struct page *page);
+bool tt_dma_is_translated(struct device *dev);
+void tt_dma_set_limits(struct device *dev);
+long tt_pin_user_pages(unsigned long start, unsigned long count, bool writable,
+		       struct page **pages);
+void tt_unpin_user_pages(struct page **pages, unsigned long count, bool dirty);
+struct sg_table *tt_dma_map_pages(struct device *dev, struct page **pages,
+				  unsigned long count, bool to_device_only);
+void tt_dma_unmap_pages(struct device *dev, struct sg_table *sgt,
+			bool to_device_only);
+bool tt_dma_contiguous(struct sg_table *sgt, u64 len, u64 *start);
+
+unsigned long tt_page_to_pfn(struct page *page)
+{
+	return page_to_pfn(page);
+}
+
+/*
+ * Whether the device's DMA goes through an IOMMU that translates (not
+ * absent, not an identity domain): then a DMA address is an IOVA, and
+ * access rights (read-only mappings) are enforced.
+ */
+bool tt_dma_is_translated(struct device *dev)
+{
+	struct iommu_domain *domain = iommu_get_domain_for_dev(dev);
+
+	return domain && domain->type != IOMMU_DOMAIN_IDENTITY;
+}
+
+/*
+ * No segment limits of our own: the IOMMU layer may merge a pinned range
+ * of scattered pages into one contiguous IOVA range.
+ */
+void tt_dma_set_limits(struct device *dev)
+{
+	dma_set_max_seg_size(dev, UINT_MAX);
+	dma_set_seg_boundary(dev, ULONG_MAX);
+}
+
+/*
+ * Pins `count` user pages from `start` for long-term DMA (the pages are
+ * migrated out of movable zones first), writable unless asked otherwise.
+ * Returns the number pinned or a negative errno.
+ */
+long tt_pin_user_pages(unsigned long start, unsigned long count, bool writable,
+		       struct page **pages)
+{
+	unsigned int flags = FOLL_LONGTERM | (writable ? FOLL_WRITE : 0);
+
+	if (count > INT_MAX)
+		return -EINVAL;
+	return pin_user_pages_fast(start, count, flags, pages);
+}
+
+void tt_unpin_user_pages(struct page **pages, unsigned long count, bool dirty)
+{
+	unpin_user_pages_dirty_lock(pages, count, dirty);
+}
+
+/*
+ * Maps `count` pinned pages for the device's DMA: bidirectional, or to
+ * the device only. Returns the mapped table or an ERR_PTR.
+ */
+struct sg_table *tt_dma_map_pages(struct device *dev, struct page **pages,
+				  unsigned long count, bool to_device_only)
+{
+	enum dma_data_direction dir =
+		to_device_only ? DMA_TO_DEVICE : DMA_BIDIRECTIONAL;
+	struct sg_table *sgt;
+	int ret;
+
+	if (count > UINT_MAX)
+		return ERR_PTR(-EINVAL);
+	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
+	if (!sgt)
+		return ERR_PTR(-ENOMEM);
+	ret = sg_alloc_table_from_pages_segment(sgt, pages, count, 0,
+						count << PAGE_SHIFT, UINT_MAX,
+						GFP_KERNEL);
+	if (ret)
+		goto free;
+	ret = dma_map_sgtable(dev, sgt, dir, 0);
+	if (ret)
+		goto free_table;
+	return sgt;
+
+free_table:
+	sg_free_table(sgt);
+free:
+	kfree(sgt);
+	return ERR_PTR(ret);
+}
+
+void tt_dma_unmap_pages(struct device *dev, struct sg_table *sgt,
+			bool to_device_only)
+{
+	enum dma_data_direction dir =
+		to_device_only ? DMA_TO_DEVICE : DMA_BIDIRECTIONAL;
+
+	dma_unmap_sgtable(dev, sgt, dir, 0);
+	sg_free_table(sgt);
+	kfree(sgt);
+}
+
+/*
+ * Whether the DMA segments of `sgt` are one range of `len` bytes; if so,
+ * its first address is stored in `start`.
+ */
+bool tt_dma_contiguous(struct sg_table *sgt, u64 len, u64 *start)
+{
+	struct scatterlist *sg;
+	dma_addr_t next = 0;
+	u64 total = 0;
+	unsigned int i;
+
+	for_each_sgtable_dma_sg(sgt, sg, i) {
+		if (i == 0)
+			*start = sg_dma_address(sg);
+		else if (sg_dma_address(sg) != next)
+			return false;
+		next = sg_dma_address(sg) + sg_dma_len(sg);
+		total += sg_dma_len(sg);
+	}
+	return total == len;
+}

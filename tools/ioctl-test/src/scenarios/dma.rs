@@ -1,0 +1,771 @@
+//! DMA: ALLOCATE_DMA_BUF, FREE_DMA_BUF, PIN_PAGES and UNPIN_PAGES on both
+//! emulated cards. Every address the driver hands out is checked from the
+//! card's side: the emulator's DMA (`dma-read`/`dma-write` at the bus
+//! address) and its NOC (`noc-read`/`noc-write` from the PCIe tile at the
+//! NOC address, through the outbound iATU the driver programmed) must reach
+//! the very bytes userspace sees. Expected values are tt-kmd 2.10's
+//! (memory.c: MMAP_OFFSET_DMA_BUF, the top-down and bottom-up placement in
+//! the outbound window; ioctl.h for the errors).
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+use tt_arbiter::abi;
+
+use crate::card::{hex, Control, Mmio};
+use crate::util::*;
+
+const PAGE: usize = 4096;
+const MMAP_OFFSET_DMA_BUF: u64 = 0xF00_0000_0000;
+
+/// Card `n`'s PCIe tile, where the NOC meets the host (tt-kmd's
+/// PCIE_NOC_X/Y; Blackhole's tile in use in the emulator).
+fn pcie_tile(n: u32) -> (u16, u16) {
+    if n == 0 {
+        (0, 3)
+    } else {
+        (2, 0)
+    }
+}
+
+/// The outbound window's NOC base and its size (tt-kmd 2.10:
+/// wormhole.c/blackhole.c `noc_pcie_offset` and `noc_dma_limit`).
+fn noc_window(n: u32) -> (u64, u64) {
+    if n == 0 {
+        (0x8_0000_0000, 0xFFFE_0000)
+    } else {
+        (1 << 60, 1 << 58)
+    }
+}
+
+fn allocate(
+    dev: &impl AsRawFd,
+    index: u8,
+    size: u32,
+    flags: u8,
+) -> io::Result<abi::AllocateDmaBufOut> {
+    let mut arg = abi::AllocateDmaBuf::default();
+    arg.input.requested_size = size;
+    arg.input.buf_index = index;
+    arg.input.flags = flags;
+    ioctl(dev, abi::IOCTL_ALLOCATE_DMA_BUF, &mut arg)?;
+    Ok(arg.output)
+}
+
+/// PIN_PAGES with room for the extended output: (bus address, NOC address).
+fn pin(dev: &impl AsRawFd, addr: usize, size: u64, flags: u32) -> io::Result<(u64, u64)> {
+    #[repr(C)]
+    #[derive(Default)]
+    struct Extended {
+        input: abi::PinPagesIn,
+        output: abi::PinPagesOutExtended,
+    }
+    let mut arg = Extended::default();
+    arg.input.output_size_bytes = 16;
+    arg.input.flags = flags;
+    arg.input.virtual_address = addr as u64;
+    arg.input.size = size;
+    ioctl(dev, abi::IOCTL_PIN_PAGES, &mut arg)?;
+    Ok((arg.output.physical_address, arg.output.noc_address))
+}
+
+fn unpin(dev: &impl AsRawFd, addr: usize, size: u64) -> io::Result<i32> {
+    let mut arg = abi::UnpinPages::default();
+    arg.input.virtual_address = addr as u64;
+    arg.input.size = size;
+    ioctl(dev, abi::IOCTL_UNPIN_PAGES, &mut arg)
+}
+
+/// Whether the VM put the cards behind an IOMMU (`tools/vm/run --iommu`).
+fn behind_iommu() -> bool {
+    std::env::var("TT_IOMMU").is_ok_and(|v| v == "1")
+}
+
+/// Card `n`'s `dma/usage` line.
+fn usage(n: u32) -> Result<String, String> {
+    let path = format!("/sys/class/tenstorrent/tenstorrent!{n}/dma/usage");
+    Ok(sysfs(&path)?.trim_end().to_string())
+}
+
+fn expect_usage(n: u32, want: &[&str], when: &str) -> TestResult {
+    let line = usage(n)?;
+    for field in want {
+        ensure!(
+            line.split(' ').any(|f| f == *field),
+            "card {n} {when}: dma/usage is {line:?}, expected {field}"
+        );
+    }
+    Ok(())
+}
+
+/// Anonymous memory of `pages` pages, touched so that each page exists.
+struct Anon {
+    addr: usize,
+    len: usize,
+}
+
+impl Anon {
+    fn new(pages: usize) -> Result<Anon, String> {
+        let len = pages * PAGE;
+        // SAFETY: a new private anonymous mapping.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        ensure!(
+            base != libc::MAP_FAILED,
+            "mmap: {}",
+            io::Error::last_os_error()
+        );
+        let anon = Anon {
+            addr: base as usize,
+            len,
+        };
+        for p in 0..pages {
+            anon.write32(p * PAGE, 0);
+        }
+        Ok(anon)
+    }
+
+    fn page(&self, p: usize) -> usize {
+        self.addr + p * PAGE
+    }
+
+    fn read32(&self, offset: usize) -> u32 {
+        assert!(offset + 4 <= self.len);
+        // SAFETY: inside the mapping, aligned.
+        unsafe { std::ptr::read_volatile((self.addr + offset) as *const u32) }
+    }
+
+    fn write32(&self, offset: usize, value: u32) {
+        assert!(offset + 4 <= self.len);
+        // SAFETY: inside the mapping, aligned.
+        unsafe { std::ptr::write_volatile((self.addr + offset) as *mut u32, value) }
+    }
+}
+
+impl Drop for Anon {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+    }
+}
+
+/// The card reads `len` bytes at bus address `addr`.
+fn card_reads(ctl: &mut Control, addr: u64, len: usize) -> Result<String, String> {
+    ctl.command(&format!("dma-read {addr:#x} {len}"))
+}
+
+/// The card writes `value` (little endian) at bus address `addr`.
+fn card_writes(ctl: &mut Control, addr: u64, value: u32) -> TestResult {
+    ctl.command(&format!(
+        "dma-write {addr:#x} {}",
+        hex(&value.to_le_bytes())
+    ))
+    .map(|_| ())
+}
+
+/// A buffer is what the card reaches at its bus address, both ways, with
+/// the sizes, offsets and errors of tt-kmd 2.10; it lives until close.
+pub fn buffers_reach_the_card() -> TestResult {
+    for n in 0..2u32 {
+        let mut ctl = Control::open(n as usize)?;
+        let dev = open(n)?;
+        let info = ctx(dev.device_info(), "GET_DEVICE_INFO")?;
+        ensure_eq!(
+            info.max_dma_buf_size_log2,
+            28,
+            "card {n}: max_dma_buf_size_log2"
+        );
+        let size = 16 * PAGE as u32;
+        let out = expect_ok(allocate(&dev, 0, size, 0), "ALLOCATE_DMA_BUF")?;
+        ensure_eq!(
+            out.mapping_offset,
+            MMAP_OFFSET_DMA_BUF,
+            "card {n}: mapping_offset"
+        );
+        ensure_eq!(out.size, size, "card {n}: size");
+        ensure_eq!(out.noc_address, 0, "card {n}: noc_address without NOC_DMA");
+        ensure!(
+            out.physical_address != 0 && out.physical_address % PAGE as u64 == 0,
+            "card {n}: physical_address {:#x}",
+            out.physical_address
+        );
+        let map = ctx(Mmio::new(&dev, out.mapping_offset, size as usize), "mmap")?;
+        ensure_eq!(map.read32(0x3000), 0, "card {n}: a new buffer is zeroed");
+        let value = 0x1234_5600 + n;
+        map.write32(0x100, value);
+        ensure_eq!(
+            card_reads(&mut ctl, out.physical_address + 0x100, 4)?,
+            hex(&value.to_le_bytes()),
+            "card {n}: what the card reads of the buffer"
+        );
+        card_writes(&mut ctl, out.physical_address + 0x2000, 0xdead_beef)?;
+        ensure_eq!(
+            map.read32(0x2000),
+            0xdead_beef,
+            "card {n}: the card's write"
+        );
+        // Any page of it, from a page inside it.
+        let part = ctx(
+            Mmio::new(&dev, out.mapping_offset + 0x2000, PAGE),
+            "mmap of a page inside the buffer",
+        )?;
+        ensure_eq!(part.read32(0), 0xdead_beef, "card {n}: the inner mapping");
+        expect_usage(n, &["buffers=1", "buffer_bytes=65536"], "with one buffer")?;
+
+        // Errors, state intact.
+        expect_errno(allocate(&dev, 0, 4096, 0), libc::EINVAL, "index 0 again")?;
+        for bad in [0, 4097, (1 << 28) + 4096] {
+            expect_errno(
+                allocate(&dev, 1, bad, 0),
+                libc::EINVAL,
+                &format!("size {bad}"),
+            )?;
+        }
+        expect_errno(allocate(&dev, 1, 4096, 0x1), libc::EINVAL, "unknown flag 1")?;
+        expect_errno(
+            allocate(&dev, 1, 4096, 0x80),
+            libc::EINVAL,
+            "unknown flag 0x80",
+        )?;
+        // 256 MiB in one piece is more than the VM's kernel can find.
+        expect_errno(allocate(&dev, 1, 1 << 28, 0), libc::ENOMEM, "256 MiB")?;
+        expect_errno(
+            ioctl_addr(dev.as_raw_fd(), abi::IOCTL_FREE_DMA_BUF, 0),
+            libc::EINVAL,
+            "FREE_DMA_BUF",
+        )?;
+        let too_long = Mmio::new(&dev, out.mapping_offset, size as usize + PAGE);
+        expect_errno(too_long, libc::EINVAL, "mmap past the buffer")?;
+        let absent = Mmio::new(&dev, out.mapping_offset + (5 << 32), PAGE);
+        expect_errno(absent, libc::EINVAL, "mmap of a buffer never allocated")?;
+        let other = open(n)?;
+        let theirs = Mmio::new(&other, out.mapping_offset, PAGE);
+        expect_errno(theirs, libc::EINVAL, "mmap of another file's buffer")?;
+        // The other file has an index space of its own.
+        let second = expect_ok(allocate(&other, 0, 4096, 0), "index 0 on another file")?;
+        ensure!(
+            second.physical_address != out.physical_address,
+            "card {n}: two files' buffers at the same address"
+        );
+        drop(other);
+        expect_usage(n, &["buffers=1"], "after the other file closed")?;
+        ensure_eq!(
+            map.read32(0x2000),
+            0xdead_beef,
+            "card {n}: the buffer after errors"
+        );
+        drop((map, part));
+        drop(dev);
+        expect_usage(n, &["buffers=0", "buffer_bytes=0"], "after close")?;
+    }
+    Ok(())
+}
+
+/// A buffer asked for with NOC_DMA gets a NOC address the chip reaches it
+/// at (top-down in the outbound window, one region each, 16 per card);
+/// close gives the regions back and the chip reaches nothing there.
+pub fn noc_dma_buffers() -> TestResult {
+    for n in 0..2u32 {
+        let mut ctl = Control::open(n as usize)?;
+        let (x, y) = pcie_tile(n);
+        let (base, size) = noc_window(n);
+        let dev = open(n)?;
+        let first = expect_ok(allocate(&dev, 0, 2 * PAGE as u32, 2), "NOC_DMA buffer")?;
+        ensure_eq!(
+            first.noc_address,
+            base + size - 2 * PAGE as u64,
+            "card {n}: the first NOC address (top of the window)"
+        );
+        let map = ctx(Mmio::new(&dev, first.mapping_offset, 2 * PAGE), "mmap")?;
+        ctl.command(&format!(
+            "noc-write {x} {y} {:#x} {}",
+            first.noc_address + 0x1010,
+            hex(&0x1122_3344u32.to_le_bytes())
+        ))?;
+        ensure_eq!(
+            map.read32(0x1010),
+            0x1122_3344,
+            "card {n}: the chip's NOC write"
+        );
+        map.write32(0x20, 0x5566_7788);
+        ensure_eq!(
+            ctl.command(&format!(
+                "noc-read {x} {y} {:#x} 4",
+                first.noc_address + 0x20
+            ))?,
+            hex(&0x5566_7788u32.to_le_bytes()),
+            "card {n}: the chip's NOC read"
+        );
+        let second = expect_ok(allocate(&dev, 1, PAGE as u32, 2), "second NOC_DMA buffer")?;
+        ensure_eq!(
+            second.noc_address,
+            first.noc_address - PAGE as u64,
+            "card {n}: the second NOC address (right below the first)"
+        );
+        expect_usage(n, &["outbound_regions=2/16"], "with two NOC buffers")?;
+        for index in 2..16 {
+            expect_ok(allocate(&dev, index, PAGE as u32, 2), "NOC_DMA buffer")?;
+        }
+        expect_errno(
+            allocate(&dev, 16, PAGE as u32, 2),
+            libc::ENOSPC,
+            "a 17th region",
+        )?;
+        expect_ok(
+            allocate(&dev, 16, PAGE as u32, 0),
+            "a plain buffer meanwhile",
+        )?;
+        expect_usage(n, &["outbound_regions=16/16", "buffers=17"], "full")?;
+        drop(map);
+        drop(dev);
+        expect_usage(n, &["outbound_regions=0/16", "buffers=0"], "after close")?;
+        ensure_eq!(
+            ctl.command(&format!(
+                "noc-read {x} {y} {:#x} 4",
+                first.noc_address + 0x20
+            ))?,
+            "ffffffff",
+            "card {n}: the freed buffer's NOC address after close"
+        );
+    }
+    Ok(())
+}
+
+/// Pinned pages are what the card reaches at the address PIN_PAGES gave,
+/// with NOC_DMA from the bottom of the outbound window; the errors and
+/// output rules are tt-kmd 2.10's; UNPIN_PAGES and close unpin.
+pub fn pinned_pages() -> TestResult {
+    for n in 0..2u32 {
+        let mut ctl = Control::open(n as usize)?;
+        let (x, y) = pcie_tile(n);
+        let (base, _) = noc_window(n);
+        let dev = open(n)?;
+        let iommu = behind_iommu();
+        let translated = format!("translated={}", u8::from(iommu));
+        expect_usage(n, &[&translated], "(the VM's IOMMU)")?;
+        let anon = Anon::new(6)?;
+        let (phys, noc) = expect_ok(pin(&dev, anon.page(0), PAGE as u64, 0), "PIN_PAGES")?;
+        ensure_eq!(noc, 0, "card {n}: noc_address without NOC_DMA");
+        card_writes(&mut ctl, phys + 0x40, 0xcafe_0000 + n)?;
+        ensure_eq!(
+            anon.read32(0x40),
+            0xcafe_0000 + n,
+            "card {n}: the card's write"
+        );
+        anon.write32(0x80, 0x0bad_f00d);
+        ensure_eq!(
+            card_reads(&mut ctl, phys + 0x80, 4)?,
+            hex(&0x0bad_f00du32.to_le_bytes()),
+            "card {n}: what the card reads of the pinned page"
+        );
+        expect_errno(
+            pin(&dev, anon.page(0), PAGE as u64, 0),
+            libc::EEXIST,
+            "the same pin",
+        )?;
+        let (_, noc) = expect_ok(
+            pin(&dev, anon.page(1), PAGE as u64, abi::PIN_PAGES_NOC_DMA),
+            "PIN_PAGES with NOC_DMA",
+        )?;
+        ensure_eq!(
+            noc,
+            base,
+            "card {n}: first NOC address of a pin (bottom-up)"
+        );
+        ctl.command(&format!(
+            "noc-write {x} {y} {:#x} {}",
+            noc + 8,
+            hex(&0x600d_cafeu32.to_le_bytes())
+        ))?;
+        ensure_eq!(
+            anon.read32(PAGE + 8),
+            0x600d_cafe,
+            "card {n}: NOC write to a pin"
+        );
+        expect_usage(
+            n,
+            &["pins=2", "pinned_pages=2", "outbound_regions=1/16"],
+            "two pins",
+        )?;
+
+        // Bad input, state intact.
+        let page = PAGE as u64;
+        expect_errno(
+            pin(&dev, anon.page(2), page, 0x10),
+            libc::EINVAL,
+            "flag 0x10",
+        )?;
+        expect_errno(
+            pin(&dev, anon.page(2) + 8, page, 0),
+            libc::EINVAL,
+            "unaligned",
+        )?;
+        expect_errno(pin(&dev, anon.page(2), 0, 0), libc::EINVAL, "size 0")?;
+        expect_errno(pin(&dev, anon.page(2), 100, 0), libc::EINVAL, "size 100")?;
+        let read_only = pin(&dev, anon.page(4), page, abi::PIN_PAGES_READ_ONLY);
+        if iommu {
+            // The card may read the page, not write it.
+            let (ro, _) = expect_ok(read_only, "READ_ONLY behind an IOMMU")?;
+            anon.write32(4 * PAGE, 0x0eee_0000 + n);
+            ensure_eq!(
+                card_reads(&mut ctl, ro, 4)?,
+                hex(&(0x0eee_0000 + n).to_le_bytes()),
+                "card {n}: the card reads a READ_ONLY pin"
+            );
+            ensure!(
+                card_writes(&mut ctl, ro, 0xbad).is_err(),
+                "card {n}: the card wrote to a READ_ONLY pin"
+            );
+            ensure_eq!(
+                anon.read32(4 * PAGE),
+                0x0eee_0000 + n,
+                "card {n}: READ_ONLY page"
+            );
+            expect_ok(
+                unpin(&dev, anon.page(4), page),
+                "UNPIN_PAGES of the READ_ONLY pin",
+            )?;
+            // Scattered pages are one IOVA range.
+            let (two, _) = expect_ok(pin(&dev, anon.page(4), 2 * page, 0), "two pages")?;
+            card_writes(&mut ctl, two + page, 0x2222_0000 + n)?;
+            ensure_eq!(
+                anon.read32(5 * PAGE),
+                0x2222_0000 + n,
+                "card {n}: second page"
+            );
+            expect_ok(
+                unpin(&dev, anon.page(4), 2 * page),
+                "UNPIN_PAGES of two pages",
+            )?;
+        } else {
+            expect_errno(read_only, libc::EOPNOTSUPP, "READ_ONLY without an IOMMU")?;
+        }
+        // SAFETY: page 3 of our own mapping.
+        unsafe { libc::mprotect(anon.page(3) as *mut libc::c_void, PAGE, libc::PROT_NONE) };
+        expect_errno(
+            pin(&dev, anon.page(3), page, 0),
+            libc::EFAULT,
+            "a PROT_NONE page",
+        )?;
+        expect_errno(
+            unpin(&dev, anon.page(0), 2 * page),
+            libc::EINVAL,
+            "unpin, wrong size",
+        )?;
+        expect_errno(
+            unpin(&dev, anon.page(2), page),
+            libc::EINVAL,
+            "unpin, never pinned",
+        )?;
+        expect_errno(unpin(&dev, anon.page(0), 0), libc::EINVAL, "unpin, size 0")?;
+        expect_usage(n, &["pins=2"], "after the refusals")?;
+        card_writes(&mut ctl, phys + 0x44, 0x7777_0000 + n)?;
+        ensure_eq!(
+            anon.read32(0x44),
+            0x7777_0000 + n,
+            "card {n}: the pin after errors"
+        );
+
+        // The caller's output is cleared first, even when the call fails.
+        let mut buf = vec![0xFFu8; 24 + 64];
+        buf[..4].copy_from_slice(&64u32.to_ne_bytes());
+        buf[4..8].copy_from_slice(&0x10u32.to_ne_bytes());
+        buf[8..16].copy_from_slice(&(anon.page(2) as u64).to_ne_bytes());
+        buf[16..24].copy_from_slice(&page.to_ne_bytes());
+        let r = ioctl_addr(
+            dev.as_raw_fd(),
+            abi::IOCTL_PIN_PAGES,
+            buf.as_mut_ptr() as usize,
+        );
+        expect_errno(r, libc::EINVAL, "flag 0x10 with 64 bytes of output")?;
+        ensure!(
+            buf[24..].iter().all(|&b| b == 0),
+            "card {n}: the output after a failed PIN_PAGES is not cleared"
+        );
+
+        expect_ok(
+            unpin(&dev, anon.page(0), page + 7),
+            "UNPIN_PAGES (size cut to pages)",
+        )?;
+        expect_errno(unpin(&dev, anon.page(0), page), libc::EINVAL, "unpin twice")?;
+        expect_usage(n, &["pins=1", "pinned_pages=1"], "after UNPIN_PAGES")?;
+        drop(dev);
+        expect_usage(
+            n,
+            &["pins=0", "pinned_pages=0", "outbound_regions=0/16"],
+            "after close",
+        )?;
+    }
+    Ok(())
+}
+
+/// Pinned pages are charged to the pinner's RLIMIT_MEMLOCK (as VFIO does):
+/// past it PIN_PAGES fails with ENOMEM, unpinning makes room, and the
+/// charge shows in the process's VmLck.
+pub fn pins_charged_to_memlock() -> TestResult {
+    let n = 0u32;
+    let mut child = spawn("pinner", &[], move |link| {
+        let dev = open(n)?;
+        let anon = Anon::new(3)?;
+        let limit = libc::rlimit {
+            rlim_cur: 2 * PAGE as u64,
+            rlim_max: 2 * PAGE as u64,
+        };
+        // SAFETY: plain setrlimit; then drop root (and CAP_IPC_LOCK).
+        unsafe {
+            ensure!(
+                libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) == 0,
+                "setrlimit: {}",
+                io::Error::last_os_error()
+            );
+            ensure!(
+                libc::setgid(65534) == 0 && libc::setuid(65534) == 0,
+                "setuid: {}",
+                io::Error::last_os_error()
+            );
+        }
+        let page = PAGE as u64;
+        expect_ok(pin(&dev, anon.page(0), page, 0), "first page")?;
+        expect_ok(pin(&dev, anon.page(1), page, 0), "second page")?;
+        let status = ctx(std::fs::read_to_string("/proc/self/status"), "status")?;
+        ensure!(
+            status
+                .lines()
+                .any(|l| l.split_whitespace().eq(["VmLck:", "8", "kB"])),
+            "VmLck after two pins: {:?}",
+            status.lines().find(|l| l.starts_with("VmLck"))
+        );
+        expect_errno(
+            pin(&dev, anon.page(2), page, 0),
+            libc::ENOMEM,
+            "past RLIMIT_MEMLOCK",
+        )?;
+        expect_ok(unpin(&dev, anon.page(0), page), "UNPIN_PAGES")?;
+        expect_ok(
+            pin(&dev, anon.page(2), page, 0),
+            "third page after the unpin",
+        )?;
+        link.send("pinned")?;
+        ensure_eq!(link.recv()?, "exit", "command");
+        Ok(())
+    })?;
+    child.expect("pinned")?;
+    expect_usage(
+        n,
+        &["pins=2", "pinned_pages=2"],
+        "while the child holds two pins",
+    )?;
+    child.send("exit")?;
+    let status = child.status()?;
+    ensure!(status == 0, "pinner: {}", describe_status(status));
+    expect_usage(n, &["pins=0", "pinned_pages=0"], "after the pinner exited")
+}
+
+/// Unbinding a card frees every file's buffers and pins: a process still
+/// mapping a buffer dies of SIGBUS at its next access, the pinner's pages
+/// are unpinned (its VmLck back to 0), and the files get ENODEV. The card
+/// is bound again after.
+pub fn unbind_frees_buffers_and_pins() -> TestResult {
+    let n = 0u32;
+    let bdf = bdf(n as usize)?;
+    let mut mapper = spawn("buffer mapper", &[], move |link| {
+        let dev = open(n)?;
+        let out = expect_ok(allocate(&dev, 3, PAGE as u32, 2), "NOC_DMA buffer")?;
+        let map = ctx(Mmio::new(&dev, out.mapping_offset, PAGE), "mmap")?;
+        map.write32(0, 1);
+        link.send("mapped")?;
+        ensure_eq!(link.recv()?, "touch", "command");
+        let _ = map.read32(0);
+        link.send("survived")?;
+        Ok(())
+    })?;
+    mapper.expect("mapped")?;
+    let mut pinner = spawn("pinner", &[], move |link| {
+        let dev = open(n)?;
+        let anon = Anon::new(1)?;
+        expect_ok(pin(&dev, anon.page(0), PAGE as u64, 0), "PIN_PAGES")?;
+        link.send("pinned")?;
+        ensure_eq!(link.recv()?, "check", "command");
+        let status = ctx(std::fs::read_to_string("/proc/self/status"), "status")?;
+        ensure!(
+            status
+                .lines()
+                .any(|l| l.split_whitespace().eq(["VmLck:", "0", "kB"])),
+            "VmLck after unbind: {:?}",
+            status.lines().find(|l| l.starts_with("VmLck"))
+        );
+        expect_errno(
+            pin(&dev, anon.page(0), PAGE as u64, 0),
+            libc::ENODEV,
+            "PIN_PAGES",
+        )?;
+        Ok(())
+    })?;
+    pinner.expect("pinned")?;
+    expect_usage(
+        n,
+        &["buffers=1", "pins=1", "outbound_regions=1/16"],
+        "before unbind",
+    )?;
+    sysfs_write("/sys/bus/pci/drivers/tenstorrent/unbind", &bdf)?;
+    let mut outcome = Ok(());
+    mapper.send("touch")?;
+    let status = mapper.status()?;
+    if !died_of(status, libc::SIGBUS) {
+        outcome = Err(format!(
+            "buffer access after unbind: {}, expected SIGBUS",
+            describe_status(status)
+        ));
+    }
+    pinner.send("check")?;
+    let status = pinner.status()?;
+    if status != 0 && outcome.is_ok() {
+        outcome = Err(format!("pinner: {}", describe_status(status)));
+    }
+    sysfs_write("/sys/bus/pci/drivers/tenstorrent/bind", &bdf)?;
+    wait_path(&node(n), true)?;
+    outcome?;
+    expect_usage(
+        n,
+        &["buffers=0", "pins=0", "outbound_regions=0/16"],
+        "after rebind",
+    )
+}
+
+/// One worker of the DMA crash storm: allocates buffers (some with NOC
+/// DMA) and maps them, pins and unpins pages of its own memory, on both
+/// cards, until it is killed. Returns non-zero on an answer no rule
+/// allows.
+fn storm_worker(seed: u64) -> i32 {
+    let (Ok(a), Ok(b)) = (open(0), open(1)) else {
+        return 10;
+    };
+    let devs = [a, b];
+    let Ok(anon) = Anon::new(64) else {
+        return 11;
+    };
+    let mut rng = Rng::new(seed);
+    let mut maps: Vec<Mmio> = Vec::new();
+    loop {
+        let dev = &devs[rng.below(2) as usize];
+        match rng.below(4) {
+            0 => {
+                let index = rng.below(256) as u8;
+                let size = (1 + rng.below(4) as u32) * PAGE as u32;
+                let flags = if rng.below(2) == 0 { 2 } else { 0 };
+                match allocate(dev, index, size, flags) {
+                    Ok(out) => match Mmio::new(dev, out.mapping_offset, size as usize) {
+                        Ok(map) => {
+                            map.write32(0, u32::from(index));
+                            if maps.len() >= 32 {
+                                maps.remove(0);
+                            }
+                            maps.push(map);
+                        }
+                        Err(_) => return 12,
+                    },
+                    // A duplicate index, all regions in use, no memory.
+                    Err(e)
+                        if [libc::EINVAL, libc::ENOSPC, libc::ENOMEM]
+                            .contains(&e.raw_os_error().unwrap_or(0)) => {}
+                    Err(_) => return 13,
+                }
+            }
+            1 => {
+                let page = anon.page(rng.below(64) as usize);
+                let flags = rng.below(8) as u32
+                    & (abi::PIN_PAGES_CONTIGUOUS
+                        | abi::PIN_PAGES_NOC_DMA
+                        | abi::PIN_PAGES_NOC_TOP_DOWN);
+                match pin(dev, page, PAGE as u64, flags) {
+                    Ok(_) => {}
+                    Err(e)
+                        if [libc::EEXIST, libc::ENOSPC]
+                            .contains(&e.raw_os_error().unwrap_or(0)) => {}
+                    Err(_) => return 14,
+                }
+            }
+            2 => {
+                let page = anon.page(rng.below(64) as usize);
+                match unpin(dev, page, PAGE as u64) {
+                    Ok(_) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                    Err(_) => return 15,
+                }
+            }
+            _ => {
+                if let Some(map) = maps.last() {
+                    let _ = map.read32(0);
+                }
+            }
+        }
+    }
+}
+
+/// Processes killed (SIGKILL) while holding DMA buffers (mapped), pinned
+/// pages and NOC regions on both cards leave nothing: after each round
+/// both cards' `dma/usage` is back to zero (and the VM's kmemleak scan
+/// finds nothing). Each round checks that the workers did hold something
+/// when they were killed.
+pub fn crash_storm() -> TestResult {
+    use super::reliability::{fork_child, reap_until, seed, sized};
+    let rounds = sized(3, 10);
+    let workers = 6;
+    let mut rng = Rng::new(seed("dma crash storm"));
+    for round in 0..rounds {
+        let mut pids = Vec::new();
+        for _ in 0..workers {
+            let s = rng.next();
+            pids.push(fork_child(&[], move || storm_worker(s))?);
+        }
+        // Until the workers hold something on both cards (bounded).
+        let start = std::time::Instant::now();
+        let mut held = [false, false];
+        while !(held[0] && held[1]) && start.elapsed() < std::time::Duration::from_secs(20) {
+            for (n, h) in held.iter_mut().enumerate() {
+                let line = usage(n as u32)?;
+                *h |= !line.contains("buffers=0 ") || !line.contains("pins=0 ");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5 + rng.below(50)));
+        }
+        for &pid in &pids {
+            // SAFETY: plain kill of our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        for &pid in &pids {
+            let status = reap_until(pid, deadline).ok_or("a killed worker did not exit")?;
+            ensure!(
+                died_of(status, libc::SIGKILL),
+                "round {round}: a worker {} before it was killed",
+                describe_status(status)
+            );
+        }
+        ensure!(
+            held[0] && held[1],
+            "round {round}: the workers never held DMA resources on both cards"
+        );
+        for n in 0..2 {
+            expect_usage(
+                n,
+                &[
+                    "buffers=0",
+                    "buffer_bytes=0",
+                    "pins=0",
+                    "pinned_pages=0",
+                    "outbound_regions=0/16",
+                ],
+                &format!("after round {round}"),
+            )?;
+        }
+    }
+    Ok(())
+}
