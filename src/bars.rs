@@ -83,4 +83,17 @@ impl Bars {
         }
         Ok(())
     }
+
+    /// Writes `value` at `offset` of RESOURCE`resource`, then reads it back
+    /// so that the write has reached the card when this returns. `ENODEV`
+    /// once the card is unbound (or without that BAR), `EINVAL` past its
+    /// end.
+    pub(crate) fn write32_flushed(&self, resource: usize, offset: usize, value: u32) -> Result {
+        let bar = self.mapped.get(resource).ok_or(EINVAL)?;
+        let bar = bar.as_ref().ok_or(ENODEV)?;
+        let bar = bar.try_access().ok_or(ENODEV)?;
+        bar.try_write32(value, offset)?;
+        bar.try_read32(offset)?;
+        Ok(())
+    }
 }

@@ -10,6 +10,7 @@ use crate::{
     },
     dma::CardDma,
     mapping::CardMemory,
+    noc_cleanup::NocCleanups,
     open_gate::OpenGate,
     tlb::{
         Layout,
@@ -56,6 +57,9 @@ pub(crate) struct Card {
     pub(crate) memory: CardMemory,
     /// DMA buffers and pinned pages of every file (src/dma.rs).
     pub(crate) dma: CardDma,
+    /// The NOC writes files registered to be made when they are released.
+    #[pin]
+    pub(crate) noc_cleanups: NocCleanups,
     /// Who may open the card: the open-time reader/writer lock of `O_EXCL`.
     #[pin]
     pub(crate) gate: OpenGate,
@@ -87,6 +91,7 @@ impl Card {
             tlb <- tlb,
             memory <- memory,
             dma,
+            noc_cleanups <- NocCleanups::new(),
             gate <- OpenGate::new(),
             openers <- new_mutex!(KVec::new()),
         }))

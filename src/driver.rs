@@ -55,15 +55,19 @@ kernel::pci_device_table!(
 /// A bound card. Dropping it (unbind, removal, module unload) wakes every
 /// waiter with `ENODEV`, removes the node, then frees the ordinal; files
 /// still open keep the [`Card`] until they are closed.
-pub(crate) struct BoundCard {
+pub(crate) struct BoundCard<'bound> {
     // Fields drop in declaration order; the ordinal goes last.
     _proc: CardProc,
     _debugfs: CardDebugfs,
     node: CharDevice<Card>,
+    /// The card's interrupt vector, as tt-kmd allocates one (tools, and
+    /// tt-kmd's own tests, expect MSI enabled on a bound card). No
+    /// handler yet: nothing of the card interrupts the driver.
+    _irq: Option<pci::IrqVectorRegistration<'bound>>,
     ordinal: Ordinal,
 }
 
-impl Drop for BoundCard {
+impl Drop for BoundCard<'_> {
     fn drop(&mut self) {
         self.node.data().shut_down();
         pr_info!("/dev/tenstorrent/{} removed\n", self.ordinal.number());
@@ -118,7 +122,7 @@ pub(crate) const EMULATE_BLACKHOLE: u32 = 1;
 
 impl pci::Driver for TenstorrentDriver {
     type IdInfo = ();
-    type Data<'bound> = BoundCard;
+    type Data<'bound> = BoundCard<'bound>;
 
     const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
 
@@ -167,6 +171,13 @@ impl pci::Driver for TenstorrentDriver {
                 false
             }
         };
+        let irq = match pdev.alloc_irq_vectors(1, 1, pci::IrqTypes::all()) {
+            Ok(irq) => Some(irq),
+            Err(e) => {
+                dev_warn!(pdev, "no interrupt vector ({:?})\n", e);
+                None
+            }
+        };
         let dev: &kernel::device::Device<Core<'_>> = pdev.as_ref();
         let dma = CardDma::new(dev, layout.family, dma_capable)?;
         let bars = Bars::map(pdev);
@@ -200,6 +211,7 @@ impl pci::Driver for TenstorrentDriver {
             _proc: proc,
             _debugfs: debugfs,
             node,
+            _irq: irq,
             ordinal,
         })
     }

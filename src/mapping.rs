@@ -264,6 +264,9 @@ pub(crate) struct CardMemory {
     /// The target each window was last configured with by its holder.
     #[pin]
     targets: Mutex<KVec<Option<NocTlbConfig>>>,
+    /// Held while the kernel's own window is aimed and used.
+    #[pin]
+    kernel_window: Mutex<()>,
     /// How many times each window was revoked. A window mapping is tagged
     /// with its window's count at mmap and faults only while it is the
     /// same: a file that frees a window and takes it again does not get
@@ -285,6 +288,7 @@ impl CardMemory {
             shared,
             live <- new_mutex!(true),
             targets <- new_mutex!(targets),
+            kernel_window <- new_mutex!(()),
             revocations,
         }))
     }
@@ -370,6 +374,52 @@ impl CardMemory {
             }
             None => FaultResult::SIGBUS,
         }
+    }
+
+    /// Where the kernel's own window must be aimed, and at which BAR offset
+    /// written, to reach NOC address `addr` of tile (`x`, `y`) on `noc`
+    /// with strict ordering: `EINVAL` if the window cannot reach it.
+    fn kernel_target(
+        layout: &Layout,
+        x: u16,
+        y: u16,
+        noc: u8,
+        addr: u64,
+    ) -> Result<(RegisterWrites, usize, usize)> {
+        let id = layout.kernel_window().ok_or(EINVAL)?;
+        let place = window_place(layout, id).ok_or(EINVAL)?;
+        let config = NocTlbConfig {
+            addr: addr & !(place.size - 1),
+            x_end: x,
+            y_end: y,
+            noc,
+            ordering: 1,
+            ..NocTlbConfig::default()
+        };
+        let writes = tlb_regs::encode(layout, id, &config)?;
+        let offset = usize::try_from(place.bar_offset + (addr & (place.size - 1)))?;
+        Ok((writes, place.resource, offset))
+    }
+
+    /// Whether the kernel's window can reach `addr` of tile (`x`, `y`).
+    pub(crate) fn kernel_can_reach(layout: &Layout, x: u16, y: u16, noc: u8, addr: u64) -> bool {
+        Self::kernel_target(layout, x, y, noc, addr).is_ok()
+    }
+
+    /// Writes `value` at NOC address `addr` of tile (`x`, `y`) through the
+    /// kernel's own window, and reads it back: it has reached the chip when
+    /// this returns.
+    pub(crate) fn kernel_noc_write32(
+        &self,
+        layout: &Layout,
+        (x, y, noc): (u16, u16, u8),
+        addr: u64,
+        value: u32,
+    ) -> Result {
+        let (writes, resource, offset) = Self::kernel_target(layout, x, y, noc, addr)?;
+        let _window = self.kernel_window.lock();
+        self.write(&writes)?;
+        self.bars.write32_flushed(resource, offset, value)
     }
 
     /// Writes registers of the PCIe controller in BAR2 (see [`Bars::write_bar2`]).

@@ -23,6 +23,7 @@ mod fifo;
 mod file;
 mod iatu;
 mod mapping;
+mod noc_cleanup;
 mod open_gate;
 mod procfs;
 mod registry;

@@ -153,6 +153,19 @@ impl Layout {
         &self.classes[..self.count]
     }
 
+    /// The window the kernel keeps for its own NOC accesses: the last of the
+    /// class that keeps one.
+    pub(crate) fn kernel_window(&self) -> Option<usize> {
+        let mut first = 0usize;
+        for c in self.classes() {
+            if c.kept > 0 {
+                return Some(first + c.total as usize - 1);
+            }
+            first += c.total as usize;
+        }
+        None
+    }
+
     /// Windows in all, kept ones included.
     fn total(&self) -> usize {
         self.classes().iter().map(|c| c.total as usize).sum()

@@ -24,6 +24,8 @@ pub(crate) const ALLOCATE_DMA_BUF: u32 = _IO(IOCTL_MAGIC, 3);
 pub(crate) const FREE_DMA_BUF: u32 = _IO(IOCTL_MAGIC, 4);
 pub(crate) const PIN_PAGES: u32 = _IO(IOCTL_MAGIC, 7);
 pub(crate) const UNPIN_PAGES: u32 = _IO(IOCTL_MAGIC, 10);
+pub(crate) const SET_NOC_CLEANUP: u32 = _IO(IOCTL_MAGIC, 14);
+pub(crate) const EXPORT_TLB_DMABUF: u32 = _IO(IOCTL_MAGIC, 16);
 
 pub(crate) const LOCK_ACQUIRE_NR: u32 = 0x40;
 pub(crate) const LOCK_ACQUIRE_SET_NR: u32 = 0x41;
@@ -367,5 +369,20 @@ abi_struct!(
         virtual_address: u64,
         size: u64,
         reserved: u64,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_set_noc_cleanup`.
+    SetNocCleanup {
+        argsz: u32,
+        flags: u32,
+        enabled: u8,
+        x: u8,
+        y: u8,
+        noc: u8,
+        reserved0: u32,
+        addr: u64,
+        data: u64,
     }
 );

@@ -71,6 +71,7 @@
 #define TENSTORRENT_IOCTL_FREE_DMA_BUF		_IO(TENSTORRENT_IOCTL_MAGIC, 4)
 #define TENSTORRENT_IOCTL_PIN_PAGES		_IO(TENSTORRENT_IOCTL_MAGIC, 7)
 #define TENSTORRENT_IOCTL_UNPIN_PAGES		_IO(TENSTORRENT_IOCTL_MAGIC, 10)
+#define TENSTORRENT_IOCTL_SET_NOC_CLEANUP	_IO(TENSTORRENT_IOCTL_MAGIC, 14)
 
 /*
  * The "output_size_bytes" rule of the three commands above: the kernel reads
@@ -517,6 +518,28 @@ struct tenstorrent_unpin_pages_in {
 
 struct tenstorrent_unpin_pages {
 	struct tenstorrent_unpin_pages_in in;
+};
+
+/*
+ * SET_NOC_CLEANUP (tt-kmd 2.10): registers (enabled 1) or clears (enabled
+ * 0) the one 32-bit write (the low half of `data`) the kernel makes at NOC
+ * address `addr` (4-byte aligned) of tile (x, y) on `noc` when this file
+ * is released, through its own TLB window with strict ordering, before the
+ * file's DMA, locks and TLB windows go, also after kill -9. A second call
+ * replaces the first. EINVAL for argsz != 32, flags != 0, enabled or noc
+ * above 1, x or y above 63, an unaligned address or one the window cannot
+ * reach (Wormhole: 2^36 and up). reserved0 is not checked.
+ */
+struct tenstorrent_set_noc_cleanup {
+	__u32 argsz;
+	__u32 flags;
+	__u8 enabled;
+	__u8 x;
+	__u8 y;
+	__u8 noc;
+	__u32 reserved0;
+	__u64 addr;
+	__u64 data;
 };
 
 #endif /* _UAPI_LINUX_TENSTORRENT_H */

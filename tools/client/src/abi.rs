@@ -502,6 +502,28 @@ abi_struct! {
         /// In.
         pub input: UnpinPagesIn as "in",
     }
+
+    /// SET_NOC_CLEANUP argument.
+    "tenstorrent_set_noc_cleanup" => pub struct SetNocCleanup {
+        /// 32.
+        pub argsz: u32,
+        /// 0.
+        pub flags: u32,
+        /// 1 to register, 0 to clear.
+        pub enabled: u8,
+        /// Tile.
+        pub x: u8,
+        /// Tile.
+        pub y: u8,
+        /// Which NOC.
+        pub noc: u8,
+        /// Not checked.
+        pub reserved0: u32,
+        /// NOC address, 4-byte aligned.
+        pub addr: u64,
+        /// The low 32 bits are written.
+        pub data: u64,
+    }
 }
 
 /// An all-zero struct with `argsz` set, for the extensible commands.
@@ -554,6 +576,8 @@ pub const IOCTL_FREE_DMA_BUF: u32 = io(IOCTL_MAGIC, 4);
 pub const IOCTL_PIN_PAGES: u32 = io(IOCTL_MAGIC, 7);
 /// UNPIN_PAGES, `_IO(0xFA, 10)` (C driver).
 pub const IOCTL_UNPIN_PAGES: u32 = io(IOCTL_MAGIC, 10);
+/// SET_NOC_CLEANUP, `_IO(0xFA, 14)` (C driver).
+pub const IOCTL_SET_NOC_CLEANUP: u32 = io(IOCTL_MAGIC, 14);
 /// ALLOCATE_DMA_BUF flag: give the buffer a NOC address.
 pub const ALLOCATE_DMA_BUF_NOC_DMA: u32 = 2;
 /// PIN_PAGES flags.
@@ -734,6 +758,10 @@ pub const DEFINES: &[(&str, u64)] = &[
     ("TENSTORRENT_IOCTL_PIN_PAGES", IOCTL_PIN_PAGES as u64),
     ("TENSTORRENT_IOCTL_UNPIN_PAGES", IOCTL_UNPIN_PAGES as u64),
     (
+        "TENSTORRENT_IOCTL_SET_NOC_CLEANUP",
+        IOCTL_SET_NOC_CLEANUP as u64,
+    ),
+    (
         "TENSTORRENT_ALLOCATE_DMA_BUF_NOC_DMA",
         ALLOCATE_DMA_BUF_NOC_DMA as u64,
     ),
@@ -853,6 +881,7 @@ mod tests {
         entry::<PinPages>(&mut m);
         entry::<UnpinPagesIn>(&mut m);
         entry::<UnpinPages>(&mut m);
+        entry::<SetNocCleanup>(&mut m);
         entry::<ConfigureTlbIn>(&mut m);
         entry::<ConfigureTlbOut>(&mut m);
         entry::<ConfigureTlb>(&mut m);

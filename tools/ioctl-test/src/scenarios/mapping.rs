@@ -21,7 +21,7 @@ const PAGE: usize = 4096;
 const TLB_REGS: u64 = 0x1FC0_0000;
 
 /// The chip of card `n` (card 0 is the Wormhole, card 1 the Blackhole).
-fn chip(n: u32) -> Chip {
+pub(super) fn chip(n: u32) -> Chip {
     if n == 0 {
         Chip::Wormhole
     } else {
@@ -39,7 +39,7 @@ fn bar_sizes(n: u32) -> [u64; 3] {
 }
 
 /// A Tensix tile of the emulated chip.
-fn tensix(c: Chip) -> (u16, u16) {
+pub(super) fn tensix(c: Chip) -> (u16, u16) {
     match c {
         Chip::Wormhole => (1, 1),
         Chip::Blackhole => (1, 2),
@@ -93,7 +93,7 @@ fn query_mappings(dev: &impl AsRawFd, count: u32) -> io::Result<(Vec<abi::Mappin
     Ok((mappings, tail))
 }
 
-fn alloc(dev: &impl AsRawFd, size: u64) -> io::Result<abi::AllocateTlbOut> {
+pub(super) fn alloc(dev: &impl AsRawFd, size: u64) -> io::Result<abi::AllocateTlbOut> {
     let mut a = abi::AllocateTlb::default();
     a.input.size = size;
     ioctl(dev, abi::IOCTL_ALLOCATE_TLB, &mut a).map(|_| a.output)
@@ -120,7 +120,12 @@ fn configure_with(dev: &impl AsRawFd, id: u32, config: abi::NocTlbConfig) -> io:
 }
 
 /// Aims window `id` at `addr` of tile (x, y), unicast on NOC 0.
-fn configure(dev: &impl AsRawFd, id: u32, (x, y): (u16, u16), addr: u64) -> io::Result<i32> {
+pub(super) fn configure(
+    dev: &impl AsRawFd,
+    id: u32,
+    (x, y): (u16, u16),
+    addr: u64,
+) -> io::Result<i32> {
     configure_with(
         dev,
         id,
@@ -166,7 +171,12 @@ fn read_register(regs: &Mmio, at: usize, words: usize) -> Vec<u32> {
 }
 
 /// The emulator's view of `len` bytes of tile (x, y) at `addr`.
-fn noc_read(n: u32, (x, y): (u16, u16), addr: u64, len: usize) -> Result<String, String> {
+pub(super) fn noc_read(
+    n: u32,
+    (x, y): (u16, u16),
+    addr: u64,
+    len: usize,
+) -> Result<String, String> {
     Control::open(n as usize)?.command(&format!("noc-read {x} {y} {addr:#x} {len}"))
 }
 

@@ -9,6 +9,7 @@ mod info;
 mod lifecycle;
 mod locks;
 mod mapping;
+mod release;
 mod reliability;
 mod sets;
 mod sharing;
@@ -125,6 +126,8 @@ pub const ALL: &[Scenario] = scenarios! {
     "dma/pins_charged_to_memlock" => dma::pins_charged_to_memlock;
     "dma/crash_storm" => dma::crash_storm, 300;
     "dma/unbind_frees_buffers_and_pins" => dma::unbind_frees_buffers_and_pins;
+    "release/noc_cleanup_after_kill" => release::noc_cleanup_after_kill;
+    "release/noc_cleanup_cleared_and_refusals" => release::noc_cleanup_cleared_and_refusals;
     "open/exclusive_combinations" => excl::exclusive_combinations;
     "open/exclusive_waits_in_order" => excl::exclusive_waits_in_order;
     "lifecycle/module_unload_refused_while_open" => lifecycle::module_unload_refused_while_open;
