@@ -294,6 +294,30 @@ impl<T: FileOperations> CharDevice<T> {
         })
     }
 
+    /// Runs `f` with the open-file data of descriptor `fd` of the calling
+    /// process when it is a file of this kind, as `file` is (opened
+    /// through a node made here: both have this type's file operations),
+    /// or with `None` for any other file. `EBADF` if `fd` is not open.
+    pub(crate) fn with_peer<R>(
+        file: &File,
+        fd: u32,
+        f: impl FnOnce(Option<<T::Ptr as ForeignOwnable>::Borrowed<'_>>) -> R,
+    ) -> Result<R> {
+        let peer = kernel::fs::file::LocalFile::fget(fd).map_err(|_| EBADF)?;
+        // SAFETY: both files are valid (the caller's is in an ioctl call,
+        // `peer` is referenced); `f_op` is set at open and never changes.
+        let ours = unsafe { (*peer.as_ptr()).f_op == (*file.as_ptr()).f_op };
+        if !ours {
+            return Ok(f(None));
+        }
+        // SAFETY: a file with this type's operations was opened by
+        // `Self::open`, which set its private data with `into_foreign`
+        // (a descriptor only refers to a file whose open succeeded), and it
+        // is not released while `peer` holds its reference.
+        let data = unsafe { T::Ptr::borrow((*peer.as_ptr()).private_data.cast()) };
+        Ok(f(Some(data)))
+    }
+
     /// The data handed to every open of the node.
     pub(crate) fn data(&self) -> &Arc<T> {
         // SAFETY: By the type invariants `raw` is valid while `self` lives.

@@ -1,15 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! DMA from file operations: a device's state that lives only while it is
-//! bound, page-backed DMA buffers userspace can map, and user pages pinned
-//! and mapped for a device.
-//!
-//! Linux 7.3's `kernel::dma` allocates coherent memory and maps vmalloc'ed
-//! buffers, both given a `&Device<Bound>`, which only a driver callback
-//! holds. A character device's ioctls have none; [`WhileBound`] gives
-//! them one for as long as the binding lasts, and ends by itself when the
-//! device is unbound (a device-managed action), so nothing can use the
-//! device for DMA after that, whether the driver remembered or not.
+//! DMA from file operations: page-backed DMA buffers userspace can map,
+//! and user pages pinned and mapped for a device (given the
+//! `&Device<Bound>` of a [`super::bound::WhileBound`]).
 //!
 //! [`DmaPages`] is a physically contiguous block from `dma_alloc_pages()`:
 //! struct pages a fault handler can insert into a user mapping one by one
@@ -19,7 +12,10 @@
 //!
 //! Macros and static inlines are in `rust/dma_glue.c`.
 
-use super::device_ptr;
+use super::{
+    device_ptr,
+    mm::IoRange, //
+};
 use core::{
     ffi::c_void,
     ptr::NonNull, //
@@ -31,7 +27,6 @@ use kernel::{
         Core,
         Device, //
     },
-    devres,
     dma::{
         Device as _,
         DmaMask, //
@@ -41,19 +36,15 @@ use kernel::{
         to_result, //
     },
     ffi::{
+        c_int,
         c_long,
         c_ulong, //
     },
     mm::Mm,
-    new_mutex,
     page::PAGE_SHIFT,
     pci,
     prelude::*,
-    sync::{
-        aref::ARef,
-        Arc,
-        Mutex, //
-    },
+    sync::aref::ARef, //
 };
 
 // The C side's `struct page *` and `struct device *`, passed as untyped
@@ -78,6 +69,8 @@ extern "C" {
     ) -> *mut c_void;
     fn tt_dma_unmap_pages(dev: *mut c_void, sgt: *mut c_void, to_device_only: bool);
     fn tt_dma_contiguous(sgt: *mut c_void, len: u64, start: *mut u64) -> bool;
+    fn tt_dma_map_resource(dev: *mut c_void, phys: u64, len: u64, addr: *mut u64) -> c_int;
+    fn tt_dma_unmap_resource(dev: *mut c_void, addr: u64, len: u64);
 }
 
 /// Sets up `pdev`'s DMA at probe: addresses of `bits` bits (streaming and
@@ -99,67 +92,6 @@ pub(crate) fn set_dma_mask(pdev: &pci::Device<Core<'_>>, bits: u32) -> Result {
 pub(crate) fn is_translated(dev: &Device<Bound>) -> bool {
     // SAFETY: `dev` is a valid, bound device.
     unsafe { tt_dma_is_translated(device_ptr(dev).cast()) }
-}
-
-/// The state behind a [`WhileBound`].
-#[pin_data]
-struct Binding<T> {
-    dev: ARef<Device>,
-    /// `None` once the device is unbound.
-    #[pin]
-    data: Mutex<Option<T>>,
-}
-
-/// Data usable with its device as bound, for as long as the device stays
-/// bound: at unbind the data is dropped (with the device still bound) and
-/// [`WhileBound::with`] answers `ENODEV` from then on.
-///
-/// # Invariants
-///
-/// While `binding.data` holds `Some`, `binding.dev` is bound: the data is
-/// taken out, under the mutex, by a device-managed action of `dev`, which
-/// runs before the device is unbound.
-pub(crate) struct WhileBound<T: Send + Unpin + 'static> {
-    binding: Arc<Binding<T>>,
-}
-
-/// The device-managed action that ends a [`WhileBound`].
-struct EndAtUnbind<T: Send + Unpin + 'static>(Arc<Binding<T>>);
-
-impl<T: Send + Unpin + 'static> Drop for EndAtUnbind<T> {
-    fn drop(&mut self) {
-        let data = self.0.data.lock().take();
-        // Dropped after the mutex, with the device still bound.
-        drop(data);
-    }
-}
-
-impl<T: Send + Unpin + 'static> WhileBound<T> {
-    /// Keeps `data` for bound `dev`.
-    pub(crate) fn new(dev: &Device<Bound>, data: T) -> Result<Self> {
-        let binding = Arc::pin_init(
-            pin_init!(Binding {
-                dev: dev.into(),
-                data <- new_mutex!(Some(data)),
-            }),
-            GFP_KERNEL,
-        )?;
-        devres::register(dev, EndAtUnbind(binding.clone()), GFP_KERNEL)?;
-        // INVARIANT: the action that takes the data out is registered.
-        Ok(Self { binding })
-    }
-
-    /// Runs `f` with the device and the data, the device kept bound until
-    /// `f` returns; `ENODEV` once it is unbound.
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&Device<Bound>, &mut T) -> Result<R>) -> Result<R> {
-        let mut guard = self.binding.data.lock();
-        let data = Option::as_mut(&mut *guard).ok_or(ENODEV)?;
-        // SAFETY: by the type invariants the device is bound while the data
-        // is there, and the mutex keeps the unbind action from taking it
-        // until `f` returns.
-        let dev = unsafe { self.binding.dev.as_bound() };
-        f(dev, data)
-    }
 }
 
 /// A zeroed, physically contiguous block of pages allocated for a device's
@@ -411,5 +343,57 @@ impl Drop for PinnedRange {
             tt_unpin_user_pages(self.pages.as_mut_ptr(), count as c_ulong, !self.read_only);
             bindings::account_locked_vm(self.mm.as_raw(), count as c_ulong, false);
         }
+    }
+}
+
+/// Part of another device's BAR mapped for a device's DMA
+/// (`dma_map_resource()`): peer-to-peer over PCIe.
+///
+/// # Invariants
+///
+/// `addr` is the bus address `dma_map_resource()` gave `dev` for `len`
+/// bytes of a BAR, unmapped only in [`Drop`].
+pub(crate) struct PeerMapping {
+    dev: ARef<Device>,
+    addr: u64,
+    len: u64,
+}
+
+impl PeerMapping {
+    /// Maps `len` bytes of `range` (a BAR of a bound device) from `offset`
+    /// for `dev`; `EINVAL` outside the range, `ENOMEM` if it cannot be.
+    pub(crate) fn map(dev: &Device<Bound>, range: &IoRange, offset: u64, len: u64) -> Result<Self> {
+        if len == 0 || offset >= range.len() || len > range.len() - offset {
+            return Err(EINVAL);
+        }
+        let mut addr = 0u64;
+        // SAFETY: `dev` is bound; the range is MMIO of a BAR (`IoRange`).
+        to_result(unsafe {
+            tt_dma_map_resource(
+                device_ptr(dev).cast(),
+                range.start() + offset,
+                len,
+                &mut addr,
+            )
+        })?;
+        // INVARIANT: mapped above.
+        Ok(Self {
+            dev: dev.into(),
+            addr,
+            len,
+        })
+    }
+
+    /// The bus address the device reaches the first byte at.
+    pub(crate) fn dma_address(&self) -> u64 {
+        self.addr
+    }
+}
+
+impl Drop for PeerMapping {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariants this is the mapping made for `dev`,
+        // unmapped once.
+        unsafe { tt_dma_unmap_resource(device_ptr(&*self.dev).cast(), self.addr, self.len) };
     }
 }

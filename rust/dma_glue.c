@@ -24,6 +24,8 @@ struct sg_table *tt_dma_map_pages(struct device *dev, struct page **pages,
 void tt_dma_unmap_pages(struct device *dev, struct sg_table *sgt,
 			bool to_device_only);
 bool tt_dma_contiguous(struct sg_table *sgt, u64 len, u64 *start);
+int tt_dma_map_resource(struct device *dev, u64 phys, u64 len, u64 *addr);
+void tt_dma_unmap_resource(struct device *dev, u64 addr, u64 len);
 
 unsigned long tt_page_to_pfn(struct page *page)
 {
@@ -137,4 +139,23 @@ bool tt_dma_contiguous(struct sg_table *sgt, u64 len, u64 *start)
 		total += sg_dma_len(sg);
 	}
 	return total == len;
+}
+
+/*
+ * Maps `len` bytes of MMIO at `phys` (another device's BAR) for `dev`'s
+ * DMA, bidirectionally; stores the bus address in `addr`.
+ */
+int tt_dma_map_resource(struct device *dev, u64 phys, u64 len, u64 *addr)
+{
+	dma_addr_t a = dma_map_resource(dev, phys, len, DMA_BIDIRECTIONAL, 0);
+
+	if (dma_mapping_error(dev, a))
+		return -ENOMEM;
+	*addr = a;
+	return 0;
+}
+
+void tt_dma_unmap_resource(struct device *dev, u64 addr, u64 len)
+{
+	dma_unmap_resource(dev, addr, len, DMA_BIDIRECTIONAL, 0);
 }

@@ -120,6 +120,11 @@ impl IoRange {
     pub(crate) fn len(&self) -> u64 {
         self.len
     }
+
+    /// The physical address of its first byte.
+    pub(crate) fn start(&self) -> u64 {
+        self.start
+    }
 }
 
 /// What a fault handler answers.

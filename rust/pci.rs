@@ -2,7 +2,14 @@
 
 //! PCI helpers missing from `kernel::pci`.
 
-use kernel::pci;
+use kernel::{
+    bindings,
+    device::{
+        self,
+        Bound, //
+    },
+    pci, //
+};
 
 /// The [`pci::Vendor`] of a raw vendor id.
 ///
@@ -12,4 +19,40 @@ pub(crate) const fn vendor(id: u16) -> pci::Vendor {
     // SAFETY: `pci::Vendor` is `#[repr(transparent)]` over `u16`, and every
     // 16-bit value is a vendor id as far as the PCI core is concerned.
     unsafe { core::mem::transmute::<u16, pci::Vendor>(id) }
+}
+
+/// The C `struct pci_dev` of `pdev` (`pci::Device::as_raw` is private to
+/// the `kernel` crate).
+fn pci_dev_ptr(pdev: &pci::Device<Bound>) -> *mut bindings::pci_dev {
+    let dev: &device::Device<Bound> = pdev.as_ref();
+    let dev = super::device_ptr(dev);
+    // SAFETY: the `struct device` of a `pci::Device` is the `dev` field of
+    // its `struct pci_dev`, so the containing struct is that `pci_dev`.
+    unsafe { kernel::container_of!(dev, bindings::pci_dev, dev) }
+}
+
+/// Saves `pdev`'s configuration space (`pci_save_state()`), to be put back
+/// with [`restore_state`] after the function went through a reset.
+pub(crate) fn save_state(pdev: &pci::Device<Bound>) {
+    // SAFETY: `pdev` is a valid, bound PCI function; saving its state takes
+    // no lock the caller may hold.
+    unsafe { bindings::pci_save_state(pci_dev_ptr(pdev)) };
+}
+
+/// Puts back the configuration space saved last (`pci_restore_state()`)
+/// and saves it again, as a reset of the function lost it; `false` if none
+/// was saved.
+pub(crate) fn restore_state(pdev: &pci::Device<Bound>) -> bool {
+    let raw = pci_dev_ptr(pdev);
+    // SAFETY: `raw` is a valid, bound PCI function; `state_saved` is a
+    // plain bitfield of it.
+    if unsafe { (*raw).state_saved() } == 0 {
+        return false;
+    }
+    // SAFETY: as above; a saved state exists.
+    unsafe {
+        bindings::pci_restore_state(raw);
+        bindings::pci_save_state(raw);
+    }
+    true
 }

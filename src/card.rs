@@ -12,6 +12,7 @@ use crate::{
     mapping::CardMemory,
     noc_cleanup::NocCleanups,
     open_gate::OpenGate,
+    reset::CardFunction,
     tlb::{
         Layout,
         TlbPool, //
@@ -57,6 +58,8 @@ pub(crate) struct Card {
     pub(crate) memory: CardMemory,
     /// DMA buffers and pinned pages of every file (src/dma.rs).
     pub(crate) dma: CardDma,
+    /// The PCI function, for RESET_DEVICE (src/reset.rs).
+    pub(crate) function: CardFunction,
     /// The NOC writes files registered to be made when they are released.
     #[pin]
     pub(crate) noc_cleanups: NocCleanups,
@@ -81,6 +84,7 @@ impl Card {
         layout: Layout,
         memory: impl PinInit<CardMemory>,
         dma: CardDma,
+        function: CardFunction,
     ) -> Result<impl PinInit<Self>> {
         let arbiter = Arbiter::new(POLL_LEASE_NS)?;
         let tlb = TlbPool::new(layout)?;
@@ -91,6 +95,7 @@ impl Card {
             tlb <- tlb,
             memory <- memory,
             dma,
+            function,
             noc_cleanups <- NocCleanups::new(),
             gate <- OpenGate::new(),
             openers <- new_mutex!(KVec::new()),

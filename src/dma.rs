@@ -31,15 +31,17 @@ use crate::{
     },
     mapping::CardMemory,
     rust_ext::{
+        bound::WhileBound,
         dma::{
             DmaPages,
-            PinnedRange,
-            WhileBound, //
+            PeerMapping,
+            PinnedRange, //
         },
         mm::{
             set_io_pfnmap,
             Caching,
             FaultResult,
+            IoRange,
             MappableDmaPages,
             VmFault, //
         },
@@ -109,6 +111,11 @@ struct Pin {
     noc: Option<NocWindow>,
 }
 
+struct Peer {
+    owner: OwnerId,
+    mapping: PeerMapping,
+}
+
 /// A PIN_PAGES request, checked.
 struct PinRequest {
     owner: OwnerId,
@@ -123,6 +130,8 @@ struct DmaState {
     buffers: KVec<Buffer>,
     /// In pinning order: UNPIN_PAGES looks from the newest.
     pins: KVec<Pin>,
+    /// Other cards' BARs mapped for this card (MAP_PEER_BAR).
+    peers: KVec<Peer>,
     regions: [Option<Region>; REGIONS],
 }
 
@@ -131,6 +140,7 @@ struct DmaState {
 struct Freed {
     buffers: KVec<Buffer>,
     pins: KVec<Pin>,
+    peers: KVec<Peer>,
 }
 
 /// What ALLOCATE_DMA_BUF and PIN_PAGES report.
@@ -149,6 +159,7 @@ pub(crate) struct DmaUsage {
     pub(crate) pins: usize,
     pub(crate) pinned_pages: usize,
     pub(crate) regions: usize,
+    pub(crate) peer_mappings: usize,
 }
 
 /// A card's DMA. Absent (every command `EINVAL`, as tt-kmd answers when
@@ -167,6 +178,7 @@ impl CardDma {
             let state = DmaState {
                 buffers: KVec::new(),
                 pins: KVec::new(),
+                peers: KVec::new(),
                 regions: [None; REGIONS],
             };
             Some(WhileBound::new(dev, state)?)
@@ -397,6 +409,16 @@ impl CardDma {
                     position += 1;
                 }
             }
+            freed.peers.reserve(state.peers.len(), GFP_KERNEL)?;
+            let mut position = 0;
+            while position < state.peers.len() {
+                if state.peers[position].owner == owner {
+                    let peer = state.peers.remove(position)?;
+                    freed.peers.push(peer, GFP_KERNEL)?;
+                } else {
+                    position += 1;
+                }
+            }
             let mut position = 0;
             while position < state.pins.len() {
                 if state.pins[position].owner == owner {
@@ -411,6 +433,41 @@ impl CardDma {
             Ok(())
         });
         drop(freed);
+    }
+
+    /// MAP_PEER_BAR: maps `len` bytes of `range` (another card's BAR) from
+    /// `offset` for this card's DMA, for `owner`; its bus address. The
+    /// mapping lives until the file is closed or the card unbound (there
+    /// is no command to unmap it, as in tt-kmd 2.10).
+    pub(crate) fn map_peer(
+        &self,
+        owner: OwnerId,
+        range: &IoRange,
+        offset: u64,
+        len: u64,
+    ) -> Result<u64> {
+        self.with(|dev, state| {
+            state.peers.reserve(1, GFP_KERNEL)?;
+            let mapping = PeerMapping::map(dev, range, offset, len)?;
+            let address = mapping.dma_address();
+            state.peers.push(Peer { owner, mapping }, GFP_KERNEL)?;
+            Ok(address)
+        })
+    }
+
+    /// Undoes [`CardDma::map_peer`] of the mapping at `address` (its answer
+    /// could not be written).
+    pub(crate) fn unmap_peer(&self, owner: OwnerId, address: u64) {
+        let _ = self.with(|_, state| {
+            if let Some(position) = state
+                .peers
+                .iter()
+                .rposition(|p| p.owner == owner && p.mapping.dma_address() == address)
+            {
+                drop(state.peers.remove(position)?);
+            }
+            Ok(())
+        });
     }
 
     /// What is in use, for all files or for `owner`'s.
@@ -428,6 +485,7 @@ impl CardDma {
                 usage.pinned_pages += p.range.count();
                 usage.regions += usize::from(p.noc.is_some());
             }
+            usage.peer_mappings = state.peers.iter().filter(|p| mine(p.owner)).count();
             Ok(usage)
         })
         .unwrap_or_default()

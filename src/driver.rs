@@ -13,6 +13,7 @@ use crate::{
     mapping::CardMemory,
     procfs::CardProc,
     registry::Ordinal,
+    reset::CardFunction,
     rust_ext::{
         chrdev::CharDevice,
         dma::set_dma_mask,
@@ -180,12 +181,13 @@ impl pci::Driver for TenstorrentDriver {
         };
         let dev: &kernel::device::Device<Core<'_>> = pdev.as_ref();
         let dma = CardDma::new(dev, layout.family, dma_capable)?;
+        let function = CardFunction::new(pdev)?;
         let bars = Bars::map(pdev);
         let windows = layout.classes().iter().map(|c| c.total as usize).sum();
         let memory = CardMemory::new(bars, windows)?;
         let ordinal = Ordinal::take()?;
         let card = Arc::pin_init(
-            Card::new(ordinal.number(), identity, layout, memory, dma)?,
+            Card::new(ordinal.number(), identity, layout, memory, dma, function)?,
             GFP_KERNEL,
         )?;
         let name = CString::try_from_fmt(fmt!("tenstorrent/{}", ordinal.number()))?;

@@ -29,7 +29,10 @@ use crate::{
     },
     noc_cleanup,
     rust_ext::{
-        chrdev::FileOperations,
+        chrdev::{
+            CharDevice,
+            FileOperations, //
+        },
         mm::{
             vma_offset,
             FaultResult,
@@ -59,10 +62,14 @@ use crate::{
         LockCtlOut,
         LockQuery,
         LockRelease,
+        MapPeerBarIn,
+        MapPeerBarOut,
         Mapping,
         PinPagesIn,
         PinPagesOutExtended,
         QueryMappingsIn,
+        ResetDeviceIn,
+        ResetDeviceOut,
         SetNocCleanup,
         TlbAllocate,
         UnpinPagesIn, //
@@ -157,7 +164,7 @@ impl FileOperations for Card {
         open.card.gate.leave(open.exclusive);
     }
 
-    fn ioctl(open: &OpenFile, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+    fn ioctl(open: &OpenFile, file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let command = Command::decode(cmd).ok_or(ENOTTY)?;
         if open.card.is_gone() {
             return Err(ENODEV);
@@ -185,6 +192,10 @@ impl FileOperations for Card {
             // Not yet: the answer tt-kmd 2.10 gives where it cannot export
             // (kernels before 5.8), which clients and its tests skip on.
             Command::ExportTlbDmabuf => Err(EOPNOTSUPP),
+            // tt-kmd 2.10 answers EINVAL to it, whatever the card.
+            Command::GetHarvesting => Err(EINVAL),
+            Command::ResetDevice => open.reset_device(arg),
+            Command::MapPeerBar => open.map_peer_bar(file, arg),
         }?;
         Ok(0)
     }
@@ -238,6 +249,9 @@ enum Command {
     UnpinPages,
     SetNocCleanup,
     ExportTlbDmabuf,
+    GetHarvesting,
+    ResetDevice,
+    MapPeerBar,
 }
 
 impl Command {
@@ -256,6 +270,9 @@ impl Command {
             uapi::UNPIN_PAGES => return Some(Self::UnpinPages),
             uapi::SET_NOC_CLEANUP => return Some(Self::SetNocCleanup),
             uapi::EXPORT_TLB_DMABUF => return Some(Self::ExportTlbDmabuf),
+            uapi::GET_HARVESTING => return Some(Self::GetHarvesting),
+            uapi::RESET_DEVICE => return Some(Self::ResetDevice),
+            uapi::MAP_PEER_BAR => return Some(Self::MapPeerBar),
             _ => {}
         }
         // Our commands carry their struct's size, which grows with new
@@ -870,6 +887,82 @@ impl OpenFile {
             self.owner.id(),
             r.virtual_address,
             r.size,
+        )
+    }
+
+    /// MAP_PEER_BAR, as tt-kmd 2.10: maps part of a BAR of another card
+    /// (of the same chip, open in this process as `peer_fd`) for this
+    /// card's DMA. Reads only `in`. `EINVAL` for flags, a resource index
+    /// past the PCI resources or of no BAR, a zero length or a range past
+    /// the BAR, a descriptor that is not a card's file, the same card, a
+    /// card of another chip; `EBADF` for a descriptor not open.
+    fn map_peer_bar(&self, file: &File, arg: usize) -> Result {
+        /// `PCI_NUM_RESOURCES` (with SR-IOV): tt-kmd's bound.
+        const PCI_NUM_RESOURCES: u32 = 17;
+        let mut bytes = [0u8; MapPeerBarIn::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        let r = MapPeerBarIn::decode(&bytes);
+        if r.flags != 0 || r.peer_bar_index >= PCI_NUM_RESOURCES || r.peer_bar_length == 0 {
+            return Err(EINVAL);
+        }
+        let peer = CharDevice::<Card>::with_peer(file, r.peer_fd, |peer| {
+            peer.map(|p: &OpenFile| p.card.clone()).ok_or(EINVAL)
+        })??;
+        if Arc::ptr_eq(&peer, &self.card)
+            || peer.tlb.layout().family != self.card.tlb.layout().family
+        {
+            return Err(EINVAL);
+        }
+        if peer.is_gone() {
+            return Err(ENODEV);
+        }
+        // PCI resources 0, 2 and 4 are the BARs a card has (RESOURCE0-2);
+        // the others have no length.
+        let resource = match r.peer_bar_index {
+            0 => 0,
+            2 => 1,
+            4 => 2,
+            _ => return Err(EINVAL),
+        };
+        let range = peer.memory.bar_range(resource).ok_or(EINVAL)?;
+        let owner = self.owner.id();
+        let address = self.card.dma.map_peer(
+            owner,
+            &range,
+            r.peer_bar_offset.into(),
+            r.peer_bar_length.into(),
+        )?;
+        let answer = MapPeerBarOut {
+            dma_address: address,
+            reserved: 0,
+        };
+        let written = write_back(arg.wrapping_add(MapPeerBarIn::SIZE), &answer.encode());
+        if written.is_err() {
+            self.card.dma.unmap_peer(owner, address);
+        }
+        written
+    }
+
+    /// RESET_DEVICE, as tt-kmd 2.10 (src/reset.rs): reads only `in`; the
+    /// caller's `output_size_bytes` bytes of `out` get `output_size_bytes`
+    /// 8 and `result`, then zeros.
+    fn reset_device(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; ResetDeviceIn::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        let r = ResetDeviceIn::decode(&bytes);
+        let ok = self.card.function.reset(r.flags)?;
+        let answer = ResetDeviceOut {
+            output_size_bytes: ResetDeviceOut::SIZE as u32,
+            result: u32::from(!ok),
+        };
+        write_sized_output(
+            arg.wrapping_add(ResetDeviceIn::SIZE),
+            r.output_size_bytes,
+            &answer.encode(),
         )
     }
 

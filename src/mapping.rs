@@ -41,6 +41,7 @@ use crate::{
         set_tag,
         Caching,
         FaultResult,
+        IoRange,
         SharedMapping,
         VmFault, //
     },
@@ -300,6 +301,11 @@ impl CardMemory {
     /// The `address_space` of the card's files, to keep.
     pub(crate) fn shared_mapping_ref(&self) -> Arc<SharedMapping> {
         self.shared.clone()
+    }
+
+    /// The physical range of RESOURCE`resource` (0, 1, 2: BAR0, 2, 4).
+    pub(crate) fn bar_range(&self, resource: usize) -> Option<IoRange> {
+        self.bars.range(resource).copied()
     }
 
     /// The sizes of RESOURCE0/1/2.

@@ -209,13 +209,14 @@ impl Card {
         writeln!(
             out,
             "buffers={} buffer_bytes={} pins={} pinned_pages={} outbound_regions={}/{} \
-             translated={}",
+             peer_mappings={} translated={}",
             usage.buffers,
             usage.buffer_bytes,
             usage.pins,
             usage.pinned_pages,
             usage.regions,
             crate::iatu::REGIONS,
+            usage.peer_mappings,
             u8::from(self.dma.is_translated()),
         )
     }

@@ -27,6 +27,7 @@ mod noc_cleanup;
 mod open_gate;
 mod procfs;
 mod registry;
+mod reset;
 #[path = "../rust/mod.rs"]
 mod rust_ext;
 mod sysfs;

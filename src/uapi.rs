@@ -25,6 +25,9 @@ pub(crate) const FREE_DMA_BUF: u32 = _IO(IOCTL_MAGIC, 4);
 pub(crate) const PIN_PAGES: u32 = _IO(IOCTL_MAGIC, 7);
 pub(crate) const UNPIN_PAGES: u32 = _IO(IOCTL_MAGIC, 10);
 pub(crate) const SET_NOC_CLEANUP: u32 = _IO(IOCTL_MAGIC, 14);
+pub(crate) const GET_HARVESTING: u32 = _IO(IOCTL_MAGIC, 1);
+pub(crate) const RESET_DEVICE: u32 = _IO(IOCTL_MAGIC, 6);
+pub(crate) const MAP_PEER_BAR: u32 = _IO(IOCTL_MAGIC, 9);
 pub(crate) const EXPORT_TLB_DMABUF: u32 = _IO(IOCTL_MAGIC, 16);
 
 pub(crate) const LOCK_ACQUIRE_NR: u32 = 0x40;
@@ -384,5 +387,41 @@ abi_struct!(
         reserved0: u32,
         addr: u64,
         data: u64,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_reset_device_in`.
+    ResetDeviceIn {
+        output_size_bytes: u32,
+        flags: u32,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_reset_device_out`.
+    ResetDeviceOut {
+        output_size_bytes: u32,
+        result: u32,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_map_peer_bar_in`.
+    MapPeerBarIn {
+        peer_fd: u32,
+        peer_bar_index: u32,
+        peer_bar_offset: u32,
+        peer_bar_length: u32,
+        flags: u32,
+        reserved: u32,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_map_peer_bar_out`.
+    MapPeerBarOut {
+        dma_address: u64,
+        reserved: u64,
     }
 );

@@ -72,6 +72,8 @@
 #define TENSTORRENT_IOCTL_PIN_PAGES		_IO(TENSTORRENT_IOCTL_MAGIC, 7)
 #define TENSTORRENT_IOCTL_UNPIN_PAGES		_IO(TENSTORRENT_IOCTL_MAGIC, 10)
 #define TENSTORRENT_IOCTL_SET_NOC_CLEANUP	_IO(TENSTORRENT_IOCTL_MAGIC, 14)
+#define TENSTORRENT_IOCTL_RESET_DEVICE		_IO(TENSTORRENT_IOCTL_MAGIC, 6)
+#define TENSTORRENT_IOCTL_MAP_PEER_BAR		_IO(TENSTORRENT_IOCTL_MAGIC, 9)
 
 /*
  * The "output_size_bytes" rule of the three commands above: the kernel reads
@@ -540,6 +542,61 @@ struct tenstorrent_set_noc_cleanup {
 	__u32 reserved0;
 	__u64 addr;
 	__u64 data;
+};
+
+/*
+ * RESET_DEVICE (tt-kmd 2.10's struct and flags). RESTORE_STATE puts back
+ * the configuration space saved at probe; POST_RESET succeeds when the
+ * reset marker (PCI_COMMAND_PARITY) is clear. The resets themselves (1-5)
+ * are EOPNOTSUPP in this version; other flags EINVAL. The kernel reads only
+ * `in`; the caller's output_size_bytes bytes of `out` are cleared, then get
+ * output_size_bytes 8 and result (0 success, 1 failure).
+ */
+#define TENSTORRENT_RESET_DEVICE_RESTORE_STATE	0
+#define TENSTORRENT_RESET_DEVICE_POST_RESET	6
+
+struct tenstorrent_reset_device_in {
+	__u32 output_size_bytes;
+	__u32 flags;
+};
+
+struct tenstorrent_reset_device_out {
+	__u32 output_size_bytes;
+	__u32 result;
+};
+
+struct tenstorrent_reset_device {
+	struct tenstorrent_reset_device_in in;
+	struct tenstorrent_reset_device_out out;
+};
+
+/*
+ * MAP_PEER_BAR (tt-kmd 2.10): maps peer_bar_length bytes from
+ * peer_bar_offset of PCI resource peer_bar_index (0, 2 or 4: the BARs) of
+ * another card of the same chip, open in this process as peer_fd, for this
+ * card's DMA; dma_address is the bus address. The mapping lives until this
+ * file is closed or the card unbound. EINVAL for flags, an index >= 17 or
+ * of no BAR, a zero length or a range past the BAR, a descriptor that is
+ * not a card's file, the same card, a card of another chip; EBADF for a
+ * descriptor that is not open. The kernel reads only `in`.
+ */
+struct tenstorrent_map_peer_bar_in {
+	__u32 peer_fd;
+	__u32 peer_bar_index;
+	__u32 peer_bar_offset;
+	__u32 peer_bar_length;
+	__u32 flags;
+	__u32 reserved;
+};
+
+struct tenstorrent_map_peer_bar_out {
+	__u64 dma_address;
+	__u64 reserved;
+};
+
+struct tenstorrent_map_peer_bar {
+	struct tenstorrent_map_peer_bar_in in;
+	struct tenstorrent_map_peer_bar_out out;
 };
 
 #endif /* _UAPI_LINUX_TENSTORRENT_H */

@@ -503,6 +503,62 @@ abi_struct! {
         pub input: UnpinPagesIn as "in",
     }
 
+    /// MAP_PEER_BAR input.
+    "tenstorrent_map_peer_bar_in" => pub struct MapPeerBarIn {
+        /// An open file of another card of the same chip.
+        pub peer_fd: u32,
+        /// PCI resource index: 0, 2 or 4.
+        pub peer_bar_index: u32,
+        /// Bytes into the BAR.
+        pub peer_bar_offset: u32,
+        /// Bytes to map.
+        pub peer_bar_length: u32,
+        /// 0.
+        pub flags: u32,
+        /// Not checked.
+        pub reserved: u32,
+    }
+
+    /// MAP_PEER_BAR output.
+    "tenstorrent_map_peer_bar_out" => pub struct MapPeerBarOut {
+        /// Bus address of the first byte, for this card.
+        pub dma_address: u64,
+        /// Zero.
+        pub reserved: u64,
+    }
+
+    /// MAP_PEER_BAR argument.
+    "tenstorrent_map_peer_bar" => pub struct MapPeerBar {
+        /// In.
+        pub input: MapPeerBarIn as "in",
+        /// Out.
+        pub output: MapPeerBarOut as "out",
+    }
+
+    /// RESET_DEVICE input.
+    "tenstorrent_reset_device_in" => pub struct ResetDeviceIn {
+        /// Bytes of `out` the caller has room for.
+        pub output_size_bytes: u32,
+        /// `RESET_DEVICE_*`.
+        pub flags: u32,
+    }
+
+    /// RESET_DEVICE output.
+    "tenstorrent_reset_device_out" => pub struct ResetDeviceOut {
+        /// 8.
+        pub output_size_bytes: u32,
+        /// 0 success, 1 failure.
+        pub result: u32,
+    }
+
+    /// RESET_DEVICE argument.
+    "tenstorrent_reset_device" => pub struct ResetDevice {
+        /// In.
+        pub input: ResetDeviceIn as "in",
+        /// Out.
+        pub output: ResetDeviceOut as "out",
+    }
+
     /// SET_NOC_CLEANUP argument.
     "tenstorrent_set_noc_cleanup" => pub struct SetNocCleanup {
         /// 32.
@@ -576,6 +632,14 @@ pub const IOCTL_FREE_DMA_BUF: u32 = io(IOCTL_MAGIC, 4);
 pub const IOCTL_PIN_PAGES: u32 = io(IOCTL_MAGIC, 7);
 /// UNPIN_PAGES, `_IO(0xFA, 10)` (C driver).
 pub const IOCTL_UNPIN_PAGES: u32 = io(IOCTL_MAGIC, 10);
+/// MAP_PEER_BAR, `_IO(0xFA, 9)` (C driver).
+pub const IOCTL_MAP_PEER_BAR: u32 = io(IOCTL_MAGIC, 9);
+/// RESET_DEVICE, `_IO(0xFA, 6)` (C driver).
+pub const IOCTL_RESET_DEVICE: u32 = io(IOCTL_MAGIC, 6);
+/// RESET_DEVICE flag: restore the configuration space saved at probe.
+pub const RESET_DEVICE_RESTORE_STATE: u32 = 0;
+/// RESET_DEVICE flag: check the reset marker is clear.
+pub const RESET_DEVICE_POST_RESET: u32 = 6;
 /// SET_NOC_CLEANUP, `_IO(0xFA, 14)` (C driver).
 pub const IOCTL_SET_NOC_CLEANUP: u32 = io(IOCTL_MAGIC, 14);
 /// ALLOCATE_DMA_BUF flag: give the buffer a NOC address.
@@ -757,6 +821,16 @@ pub const DEFINES: &[(&str, u64)] = &[
     ("TENSTORRENT_IOCTL_FREE_DMA_BUF", IOCTL_FREE_DMA_BUF as u64),
     ("TENSTORRENT_IOCTL_PIN_PAGES", IOCTL_PIN_PAGES as u64),
     ("TENSTORRENT_IOCTL_UNPIN_PAGES", IOCTL_UNPIN_PAGES as u64),
+    ("TENSTORRENT_IOCTL_RESET_DEVICE", IOCTL_RESET_DEVICE as u64),
+    ("TENSTORRENT_IOCTL_MAP_PEER_BAR", IOCTL_MAP_PEER_BAR as u64),
+    (
+        "TENSTORRENT_RESET_DEVICE_RESTORE_STATE",
+        RESET_DEVICE_RESTORE_STATE as u64,
+    ),
+    (
+        "TENSTORRENT_RESET_DEVICE_POST_RESET",
+        RESET_DEVICE_POST_RESET as u64,
+    ),
     (
         "TENSTORRENT_IOCTL_SET_NOC_CLEANUP",
         IOCTL_SET_NOC_CLEANUP as u64,
@@ -882,6 +956,12 @@ mod tests {
         entry::<UnpinPagesIn>(&mut m);
         entry::<UnpinPages>(&mut m);
         entry::<SetNocCleanup>(&mut m);
+        entry::<MapPeerBarIn>(&mut m);
+        entry::<MapPeerBarOut>(&mut m);
+        entry::<MapPeerBar>(&mut m);
+        entry::<ResetDeviceIn>(&mut m);
+        entry::<ResetDeviceOut>(&mut m);
+        entry::<ResetDevice>(&mut m);
         entry::<ConfigureTlbIn>(&mut m);
         entry::<ConfigureTlbOut>(&mut m);
         entry::<ConfigureTlb>(&mut m);

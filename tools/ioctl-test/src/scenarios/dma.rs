@@ -769,3 +769,125 @@ pub fn crash_storm() -> TestResult {
     }
     Ok(())
 }
+
+/// MAP_PEER_BAR (tt-kmd 2.10's checks, in its order): `EINVAL` for flags,
+/// a resource index past the PCI resources, a zero length, a descriptor
+/// that is not a card's file, the same card (through the same or another
+/// file), a card of another chip (the test VM's two cards); `EBADF` for a
+/// descriptor that is not open. Only `in` is read: with the 24 bytes at the
+/// end of a mapping, the refusal is still `EINVAL`. Nothing is mapped.
+pub fn map_peer_bar_refusals() -> TestResult {
+    let a = open(0)?;
+    let same_card = open(0)?;
+    let other_chip = open(1)?;
+    let null = ctx(std::fs::File::open("/dev/null"), "open /dev/null")?;
+    let call = |fd: i32, index: u32, len: u32, flags: u32| {
+        let mut arg = [0u32; 10];
+        arg[0] = fd as u32;
+        arg[1] = index;
+        arg[3] = len;
+        arg[4] = flags;
+        ioctl_addr(
+            a.as_raw_fd(),
+            abi::IOCTL_MAP_PEER_BAR,
+            arg.as_mut_ptr() as usize,
+        )
+    };
+    let cases = [
+        (
+            other_chip.as_raw_fd(),
+            0,
+            PAGE as u32,
+            1,
+            libc::EINVAL,
+            "flags 1",
+        ),
+        (
+            other_chip.as_raw_fd(),
+            17,
+            PAGE as u32,
+            0,
+            libc::EINVAL,
+            "resource 17",
+        ),
+        (other_chip.as_raw_fd(), 0, 0, 0, libc::EINVAL, "length 0"),
+        (
+            9999,
+            0,
+            PAGE as u32,
+            0,
+            libc::EBADF,
+            "a descriptor not open",
+        ),
+        (
+            null.as_raw_fd(),
+            0,
+            PAGE as u32,
+            0,
+            libc::EINVAL,
+            "/dev/null",
+        ),
+        (
+            a.as_raw_fd(),
+            0,
+            PAGE as u32,
+            0,
+            libc::EINVAL,
+            "the same file",
+        ),
+        (
+            same_card.as_raw_fd(),
+            0,
+            PAGE as u32,
+            0,
+            libc::EINVAL,
+            "the same card",
+        ),
+        (
+            other_chip.as_raw_fd(),
+            0,
+            PAGE as u32,
+            0,
+            libc::EINVAL,
+            "a Blackhole for a Wormhole",
+        ),
+    ];
+    for (fd, index, len, flags, errno, what) in cases {
+        expect_errno(call(fd, index, len, flags), errno, what)?;
+    }
+    // Only `in` is read: its 24 bytes end a mapping, the next page is not.
+    let region = ctx(guarded_page(), "a page before a hole")?;
+    let at = region + PAGE - 24;
+    let words = [a.as_raw_fd() as u32, 0, 0, PAGE as u32, 0, 0];
+    for (i, w) in words.iter().enumerate() {
+        // SAFETY: inside the mapped page.
+        unsafe { std::ptr::write((at + 4 * i) as *mut u32, *w) };
+    }
+    expect_errno(
+        ioctl_addr(a.as_raw_fd(), abi::IOCTL_MAP_PEER_BAR, at),
+        libc::EINVAL,
+        "MAP_PEER_BAR with only `in` mapped",
+    )?;
+    expect_usage(0, &["peer_mappings=0"], "after the refusals")
+}
+
+/// A mapped page followed by an unmapped one: its address.
+fn guarded_page() -> io::Result<usize> {
+    // SAFETY: a new private anonymous mapping of two pages.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            2 * PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the second page of our own mapping.
+    unsafe { libc::munmap((base as usize + PAGE) as *mut libc::c_void, PAGE) };
+    Ok(base as usize)
+}
