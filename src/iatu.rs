@@ -125,8 +125,15 @@ pub(crate) fn encode(family: Family, region: usize, r: Option<Region>) -> Option
     let enable = r.is_some();
     let lo = |v: u64| v as u32;
     let hi = |v: u64| (v >> 32) as u32;
-    let mut writes = [(0usize, 0u32); 9];
-    let count = match family {
+    // The region's registers, from their offsets in it.
+    let at_region = |list: &[(usize, u32)]| {
+        let mut writes = ([(0usize, 0u32); 9], list.len());
+        for (slot, &(offset, value)) in writes.0.iter_mut().zip(list) {
+            *slot = (at + offset, value);
+        }
+        writes
+    };
+    let writes = match family {
         Family::Wormhole => {
             if limit > u64::from(u32::MAX) {
                 return None;
@@ -141,10 +148,7 @@ pub(crate) fn encode(family: Family, region: usize, r: Option<Region>) -> Option
                 (REGION_CTRL_1, 0),
                 (REGION_CTRL_2, ctrl2),
             ];
-            for (i, (offset, value)) in w.iter().enumerate() {
-                writes[i] = (at + offset, *value);
-            }
-            w.len()
+            at_region(&w)
         }
         Family::Blackhole => {
             if enable && limit - b >= BH_MAX_REGION {
@@ -162,13 +166,10 @@ pub(crate) fn encode(family: Family, region: usize, r: Option<Region>) -> Option
                 (REGION_CTRL_2, ctrl2),
                 (REGION_CTRL_3, 0),
             ];
-            for (i, (offset, value)) in w.iter().enumerate() {
-                writes[i] = (at + offset, *value);
-            }
-            w.len()
+            at_region(&w)
         }
     };
-    Some((writes, count))
+    Some(writes)
 }
 
 #[cfg(tt_kunit)]

@@ -314,6 +314,18 @@ enum Known {
     QueryMappings,
     /// CONFIGURE_TLB: writes nothing.
     ConfigureTlb,
+    /// The C driver's DMA, reset and cleanup commands (GET_HARVESTING,
+    /// ALLOCATE_DMA_BUF, FREE_DMA_BUF, RESET_DEVICE, PIN_PAGES,
+    /// MAP_PEER_BAR, UNPIN_PAGES, SET_NOC_CLEANUP, EXPORT_TLB_DMABUF): they
+    /// write only their `out`, from `at`, at most `len` bytes or (with
+    /// `sized`) `output_size_bytes`. Those that answer without reading
+    /// anything (`reads` false) are not EFAULT for a bad pointer.
+    CDriver {
+        at: usize,
+        len: usize,
+        sized: bool,
+        reads: bool,
+    },
     /// Ours: writes back `size` bytes (0: RELEASE writes nothing).
     Ours { writes: usize },
 }
@@ -328,6 +340,54 @@ fn known(cmd: u32) -> Option<Known> {
         c if c == abi::IOCTL_FREE_TLB => return Some(Known::FreeTlb),
         c if c == abi::IOCTL_QUERY_MAPPINGS => return Some(Known::QueryMappings),
         c if c == abi::IOCTL_CONFIGURE_TLB => return Some(Known::ConfigureTlb),
+        c if c == abi::IOCTL_ALLOCATE_DMA_BUF => {
+            return Some(Known::CDriver {
+                at: 24,
+                len: 40,
+                sized: false,
+                reads: true,
+            })
+        }
+        c if c == abi::IOCTL_PIN_PAGES => {
+            return Some(Known::CDriver {
+                at: 24,
+                len: 0,
+                sized: true,
+                reads: true,
+            })
+        }
+        c if c == abi::IOCTL_RESET_DEVICE => {
+            return Some(Known::CDriver {
+                at: 8,
+                len: 0,
+                sized: true,
+                reads: true,
+            })
+        }
+        c if c == abi::IOCTL_MAP_PEER_BAR => {
+            return Some(Known::CDriver {
+                at: 24,
+                len: 16,
+                sized: false,
+                reads: true,
+            })
+        }
+        c if [10, 14].iter().any(|&nr| c == abi::io(MAGIC, nr)) => {
+            return Some(Known::CDriver {
+                at: 0,
+                len: 0,
+                sized: false,
+                reads: true,
+            })
+        }
+        c if [1, 4, 16].iter().any(|&nr| c == abi::io(MAGIC, nr)) => {
+            return Some(Known::CDriver {
+                at: 0,
+                len: 0,
+                sized: false,
+                reads: false,
+            })
+        }
         _ => {}
     }
     let (dir, ty, nr, size) = (
@@ -386,7 +446,8 @@ fn judge(input: &Input, errno: i32) -> TestResult {
         );
         return Ok(());
     };
-    if !readable(&input.ptr) {
+    let reads = !matches!(k, Known::CDriver { reads: false, .. });
+    if reads && !readable(&input.ptr) {
         ensure!(
             errno == libc::EFAULT,
             "unreadable argument: got {}, expected EFAULT",
@@ -401,6 +462,17 @@ fn judge(input: &Input, errno: i32) -> TestResult {
         Known::FreeTlb => &[0, libc::EFAULT, libc::EINVAL, libc::EPERM],
         Known::QueryMappings => &[0, libc::EFAULT],
         Known::ConfigureTlb => &[0, libc::EFAULT, libc::EINVAL, libc::EPERM],
+        Known::CDriver { .. } => &[
+            0,
+            libc::EFAULT,
+            libc::EINVAL,
+            libc::EPERM,
+            libc::ENOMEM,
+            libc::ENOSPC,
+            libc::EEXIST,
+            libc::EBADF,
+            libc::EOPNOTSUPP,
+        ],
         Known::Ours { .. } => &[
             0,
             libc::EFAULT,
@@ -450,6 +522,10 @@ fn write_window(input: &Input, ptr: usize) -> (usize, usize) {
             ptr.wrapping_add(8).saturating_add(osb.saturating_mul(24)),
         ),
         Some(Known::Ours { writes }) => (ptr, ptr.saturating_add(writes)),
+        Some(Known::CDriver { at, len, sized, .. }) => {
+            let n = if sized { osb } else { len };
+            (ptr.wrapping_add(at), ptr.wrapping_add(at).saturating_add(n))
+        }
         None => (0, 0),
     }
 }
