@@ -852,8 +852,8 @@ pub fn map_peer_bar_refusals() -> TestResult {
         expect_errno(r, libc::EINVAL, "a card of another chip")?;
     }
     // Only `in` is read: its 24 bytes end a mapping, the next page is not.
-    let region = ctx(guarded_page(), "a page before a hole")?;
-    let at = region + PAGE - 24;
+    let (_hole, end) = page_before_hole()?;
+    let at = end - 24;
     let words = [a.as_raw_fd() as u32, 0, 0, PAGE as u32, 0, 0];
     for (i, w) in words.iter().enumerate() {
         // SAFETY: inside the mapped page.
@@ -865,27 +865,6 @@ pub fn map_peer_bar_refusals() -> TestResult {
         "MAP_PEER_BAR with only `in` mapped",
     )?;
     expect_usage(0, &["peer_mappings=0"], "after the refusals")
-}
-
-/// A mapped page followed by an unmapped one: its address.
-fn guarded_page() -> io::Result<usize> {
-    // SAFETY: a new private anonymous mapping of two pages.
-    let base = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            2 * PAGE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if base == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the second page of our own mapping.
-    unsafe { libc::munmap((base as usize + PAGE) as *mut libc::c_void, PAGE) };
-    Ok(base as usize)
 }
 
 /// MAP_PEER_BAR between two cards of one chip (a `--cards wormhole-pair`
