@@ -15,6 +15,7 @@ pub(crate) mod procfs;
 pub(crate) mod sysfs;
 pub(crate) mod task;
 pub(crate) mod time;
+pub(crate) mod workqueue;
 
 use kernel::{
     bindings,

@@ -10,6 +10,7 @@
 //! bound through `new_id` may lack some BARs; those are simply absent.
 
 use crate::rust_ext::mm::IoRange;
+use core::ops::Deref;
 use kernel::{
     device::Bound,
     io::Io,
@@ -44,6 +45,14 @@ impl Bars {
         Self { mapped, ranges }
     }
 
+    /// The kernel's mapping of RESOURCE`resource`, while the card is bound:
+    /// `ENODEV` once it is unbound (or without that BAR), `EINVAL` for a
+    /// resource past 2.
+    fn access(&self, resource: usize) -> Result<impl Deref<Target = pci::Bar<'_>> + '_> {
+        let bar = self.mapped.get(resource).ok_or(EINVAL)?;
+        bar.as_ref().ok_or(ENODEV)?.try_access().ok_or(ENODEV)
+    }
+
     /// The physical range of RESOURCE`resource` (0, 1 or 2).
     pub(crate) fn range(&self, resource: usize) -> Option<&IoRange> {
         self.ranges.get(resource)?.as_ref()
@@ -58,8 +67,7 @@ impl Bars {
     /// `ENODEV` once the card is unbound (or without BAR0), `EINVAL` past
     /// its end.
     pub(crate) fn write_bar0(&self, offset: usize, words: &[u32]) -> Result {
-        let bar = self.mapped[0].as_ref().ok_or(ENODEV)?;
-        let bar = bar.try_access().ok_or(ENODEV)?;
+        let bar = self.access(0)?;
         for (i, &word) in words.iter().enumerate() {
             bar.try_write32(word, offset + 4 * i)?;
         }
@@ -73,8 +81,7 @@ impl Bars {
     /// the read completes only once the writes have. `ENODEV` once the card
     /// is unbound (or without BAR2), `EINVAL` past its end.
     pub(crate) fn write_bar2(&self, writes: &[(usize, u32)]) -> Result {
-        let bar = self.mapped[1].as_ref().ok_or(ENODEV)?;
-        let bar = bar.try_access().ok_or(ENODEV)?;
+        let bar = self.access(1)?;
         for &(offset, value) in writes {
             bar.try_write32(value, offset)?;
         }
@@ -84,14 +91,26 @@ impl Bars {
         Ok(())
     }
 
+    /// Reads the 32 bits at `offset` of RESOURCE`resource`. `ENODEV` once the
+    /// card is unbound (or without that BAR), `EINVAL` past its end.
+    pub(crate) fn read32(&self, resource: usize, offset: usize) -> Result<u32> {
+        let bar = self.access(resource)?;
+        bar.try_read32(offset)
+    }
+
+    /// Writes `value` at `offset` of RESOURCE`resource` (posted: it may
+    /// reach the card after this returns).
+    pub(crate) fn write32(&self, resource: usize, offset: usize, value: u32) -> Result {
+        let bar = self.access(resource)?;
+        bar.try_write32(value, offset)
+    }
+
     /// Writes `value` at `offset` of RESOURCE`resource`, then reads it back
     /// so that the write has reached the card when this returns. `ENODEV`
     /// once the card is unbound (or without that BAR), `EINVAL` past its
     /// end.
     pub(crate) fn write32_flushed(&self, resource: usize, offset: usize, value: u32) -> Result {
-        let bar = self.mapped.get(resource).ok_or(EINVAL)?;
-        let bar = bar.as_ref().ok_or(ENODEV)?;
-        let bar = bar.try_access().ok_or(ENODEV)?;
+        let bar = self.access(resource)?;
         bar.try_write32(value, offset)?;
         bar.try_read32(offset)?;
         Ok(())

@@ -12,7 +12,9 @@ use crate::{
     mapping::CardMemory,
     noc_cleanup::NocCleanups,
     open_gate::OpenGate,
+    power::CardPower,
     reset::CardFunction,
+    rust_ext::workqueue::cancel_delayed_work_sync,
     tlb::{
         Layout,
         TlbPool, //
@@ -23,9 +25,21 @@ use kernel::{
     prelude::*,
     sync::{
         aref::ARef,
+        Arc,
         Mutex, //
     },
-    task::Task, //
+    task::Task,
+    time::{
+        msecs_to_jiffies,
+        Delta, //
+    },
+    workqueue::{
+        self,
+        impl_has_delayed_work,
+        new_delayed_work,
+        DelayedWork,
+        WorkItem, //
+    }, //
 };
 
 /// The PCI identity of a card, as GET_DEVICE_INFO reports it.
@@ -66,6 +80,12 @@ pub(crate) struct Card {
     /// Who may open the card: the open-time reader/writer lock of `O_EXCL`.
     #[pin]
     pub(crate) gate: OpenGate,
+    /// The files' power votes and what the firmware was told (src/power.rs).
+    #[pin]
+    pub(crate) power: CardPower,
+    /// Powers a Wormhole down once the grace after its last close is over.
+    #[pin]
+    powerdown: DelayedWork<Card>,
     /// The open files and the processes that opened them.
     #[pin]
     openers: Mutex<KVec<Opener>>,
@@ -85,6 +105,7 @@ impl Card {
         memory: impl PinInit<CardMemory>,
         dma: CardDma,
         function: CardFunction,
+        power: impl PinInit<CardPower>,
     ) -> Result<impl PinInit<Self>> {
         let arbiter = Arbiter::new(POLL_LEASE_NS)?;
         let tlb = TlbPool::new(layout)?;
@@ -98,12 +119,18 @@ impl Card {
             function,
             noc_cleanups <- NocCleanups::new(),
             gate <- OpenGate::new(),
+            power <- power,
+            powerdown <- new_delayed_work!("Card::powerdown"),
             openers <- new_mutex!(KVec::new()),
         }))
     }
 
-    /// The card is going away: every waiter wakes with `ENODEV`.
-    pub(crate) fn shut_down(&self) {
+    /// The card is going away: every waiter wakes with `ENODEV`, nothing
+    /// more is sent to its firmware.
+    pub(crate) fn shut_down(self: &Arc<Self>) {
+        self.power.shut_down();
+        // After that nothing queues it again.
+        cancel_delayed_work_sync(self);
         self.gate.shut_down();
         self.arbiter.shut_down();
         self.tlb.shut_down();
@@ -151,5 +178,28 @@ impl Card {
     /// Whether the card has been unbound.
     pub(crate) fn is_gone(&self) -> bool {
         self.arbiter.is_gone()
+    }
+}
+
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self> for Card { self.powerdown }
+}
+
+impl WorkItem for Card {
+    type Pointer = Arc<Card>;
+
+    fn run(card: Arc<Card>) {
+        let layout = card.tlb.layout();
+        card.power
+            .powerdown(&card.memory, layout, |left| card.schedule_powerdown(left));
+    }
+}
+
+impl Card {
+    /// Queues [`CardPower::powerdown`] to run after `delay`. If it is queued
+    /// already, that run comes first and queues the next for what is left.
+    pub(crate) fn schedule_powerdown(self: &Arc<Self>, delay: Delta) {
+        let ms = u32::try_from(delay.as_millis_ceil()).unwrap_or(u32::MAX);
+        let _ = workqueue::system().enqueue_delayed(self.clone(), msecs_to_jiffies(ms));
     }
 }

@@ -11,6 +11,7 @@ use crate::{
     debugfs::CardDebugfs,
     dma::CardDma,
     mapping::CardMemory,
+    power::CardPower,
     procfs::CardProc,
     registry::Ordinal,
     reset::CardFunction,
@@ -185,11 +186,28 @@ impl pci::Driver for TenstorrentDriver {
         let bars = Bars::map(pdev);
         let windows = layout.classes().iter().map(|c| c.total as usize).sum();
         let memory = CardMemory::new(bars, windows)?;
+        let power = CardPower::new(
+            layout.family,
+            crate::module_parameters::power_policy.value(),
+            crate::module_parameters::idle_power_down_grace_ms.value(),
+        );
         let ordinal = Ordinal::take()?;
         let card = Arc::pin_init(
-            Card::new(ordinal.number(), identity, layout, memory, dma, function)?,
+            Card::new(
+                ordinal.number(),
+                identity,
+                layout,
+                memory,
+                dma,
+                function,
+                power,
+            )?,
             GFP_KERNEL,
         )?;
+        // Idle until a file votes for more (tt-kmd 2.10 does the same).
+        if let Err(e) = card.power.probe(&card.memory, card.tlb.layout()) {
+            dev_warn!(pdev, "power state not sent ({:?})\n", e);
+        }
         let name = CString::try_from_fmt(fmt!("tenstorrent/{}", ordinal.number()))?;
         let node = CharDevice::new(
             ordinal.region(),

@@ -28,6 +28,7 @@ use crate::{
         Target, //
     },
     noc_cleanup,
+    power::PowerVote,
     rust_ext::{
         chrdev::{
             CharDevice,
@@ -71,6 +72,7 @@ use crate::{
         ResetDeviceIn,
         ResetDeviceOut,
         SetNocCleanup,
+        SetPowerState,
         TlbAllocate,
         UnpinPagesIn, //
     },
@@ -122,6 +124,7 @@ impl FileOperations for Card {
         }
         let exclusive = file.flags() & flags::O_EXCL != 0;
         let nonblock = file.flags() & flags::O_NONBLOCK != 0;
+        let append = file.flags() & flags::O_APPEND != 0;
         card.gate.enter(exclusive, nonblock)?;
         let admitted = (|| {
             let owner = card.arbiter.new_owner()?;
@@ -135,6 +138,10 @@ impl FileOperations for Card {
                 GFP_KERNEL,
             )?;
             card.add_opener(id)?;
+            if let Err(e) = card.power.open(id, append, &card.memory, card.tlb.layout()) {
+                card.remove_opener(id);
+                return Err(e);
+            }
             Ok(open)
         })();
         if admitted.is_err() {
@@ -160,6 +167,10 @@ impl FileOperations for Card {
             .tlb
             .free_all_revoking(open.owner.id(), &|id| open.revoke_window(id));
         open.card.remove_opener(open.owner.id());
+        card.power
+            .release(open.owner.id(), &card.memory, card.tlb.layout(), |grace| {
+                card.schedule_powerdown(grace)
+            });
         // Last: an opener waiting for the card finds it as closed as it is.
         open.card.gate.leave(open.exclusive);
     }
@@ -189,6 +200,7 @@ impl FileOperations for Card {
             Command::PinPages => open.pin_pages(arg),
             Command::UnpinPages => open.unpin_pages(arg),
             Command::SetNocCleanup => open.set_noc_cleanup(arg),
+            Command::SetPowerState => open.set_power_state(arg),
             // Not yet: the answer tt-kmd 2.10 gives where it cannot export
             // (kernels before 5.8), which clients and its tests skip on.
             Command::ExportTlbDmabuf => Err(EOPNOTSUPP),
@@ -248,6 +260,7 @@ enum Command {
     PinPages,
     UnpinPages,
     SetNocCleanup,
+    SetPowerState,
     ExportTlbDmabuf,
     GetHarvesting,
     ResetDevice,
@@ -269,6 +282,7 @@ impl Command {
             uapi::PIN_PAGES => return Some(Self::PinPages),
             uapi::UNPIN_PAGES => return Some(Self::UnpinPages),
             uapi::SET_NOC_CLEANUP => return Some(Self::SetNocCleanup),
+            uapi::SET_POWER_STATE => return Some(Self::SetPowerState),
             uapi::EXPORT_TLB_DMABUF => return Some(Self::ExportTlbDmabuf),
             uapi::GET_HARVESTING => return Some(Self::GetHarvesting),
             uapi::RESET_DEVICE => return Some(Self::ResetDevice),
@@ -980,6 +994,22 @@ impl OpenFile {
             }
         }
         self.card.noc_cleanups.set(self.owner.id(), cleanup)
+    }
+
+    /// SET_POWER_STATE, as tt-kmd 2.10 (src/power.rs): reads the whole
+    /// struct, writes nothing back.
+    fn set_power_state(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; SetPowerState::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        let vote = PowerVote::decode(&SetPowerState::decode(&bytes))?;
+        self.card.power.set(
+            self.owner.id(),
+            vote,
+            &self.card.memory,
+            self.card.tlb.layout(),
+        )
     }
 
     /// mmap of a BAR or a window (see src/mapping.rs): `EINVAL` outside a

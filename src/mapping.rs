@@ -428,6 +428,36 @@ impl CardMemory {
         self.bars.write32_flushed(resource, offset, value)
     }
 
+    /// Reads the 32 bits at `addr` of tile (`x`, `y`) on NOC `noc` through
+    /// the kernel's own window.
+    pub(crate) fn kernel_noc_read32(
+        &self,
+        layout: &Layout,
+        (x, y, noc): (u16, u16, u8),
+        addr: u64,
+    ) -> Result<u32> {
+        let (writes, resource, offset) = Self::kernel_target(layout, x, y, noc, addr)?;
+        let _window = self.kernel_window.lock();
+        self.write(&writes)?;
+        self.bars.read32(resource, offset)
+    }
+
+    /// Writes `value` at NOC address `addr` of tile (`x`, `y`) through the
+    /// kernel's own window without reading it back: for registers whose
+    /// read has an effect of its own (a FIFO), or none worth waiting for.
+    pub(crate) fn kernel_noc_write32_posted(
+        &self,
+        layout: &Layout,
+        (x, y, noc): (u16, u16, u8),
+        addr: u64,
+        value: u32,
+    ) -> Result {
+        let (writes, resource, offset) = Self::kernel_target(layout, x, y, noc, addr)?;
+        let _window = self.kernel_window.lock();
+        self.write(&writes)?;
+        self.bars.write32(resource, offset, value)
+    }
+
     /// Writes registers of the PCIe controller in BAR2 (see [`Bars::write_bar2`]).
     pub(crate) fn write_bar2(&self, writes: &[(usize, u32)]) -> Result {
         self.bars.write_bar2(writes)

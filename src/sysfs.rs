@@ -21,10 +21,17 @@
 //! DMA holds for all files: DMA buffers and their bytes, pinned ranges and
 //! their pages, outbound (NOC DMA) regions in use out of 16, and whether
 //! an IOMMU translates the card's DMA.
+//!
+//! `/sys/class/tenstorrent/tenstorrent!N/power/state` shows the power state
+//! last sent to the card's firmware (what the votes added up to), whether
+//! it took it, how many messages were sent and failed, how many files vote
+//! and whether a powerdown is pending; `power/votes` shows the vote of each
+//! open file, one line a file.
 
 use crate::{
     arbiter::LOCK_COUNT,
     card::Card,
+    power::PowerVote,
     rust_ext::sysfs::{
         indexed_attribute_group,
         AttributeGroups,
@@ -84,6 +91,10 @@ const LOCKS: u32 = 0;
 const TLB: u32 = 1;
 const DMA: u32 = 2;
 const OPEN: u32 = 3;
+const POWER: u32 = 4;
+
+/// Votes shown in `power/votes`: the lines of as many fit in a page.
+const MAX_VOTES_SHOWN: usize = 24;
 
 indexed_attribute_group!(
     LOCKS_GROUP: Card,
@@ -171,9 +182,37 @@ indexed_attribute_group!(DMA_GROUP: Card, DMA, c"dma", [c"usage"]);
 
 indexed_attribute_group!(OPEN_GROUP: Card, OPEN, c"open", [c"exclusive"]);
 
+indexed_attribute_group!(
+    POWER_GROUP: Card,
+    POWER,
+    c"power",
+    [c"state", c"votes"]
+);
+
 /// The attribute groups of a card's class device.
-pub(crate) static CARD_GROUPS: AttributeGroups<4> =
-    AttributeGroups::new([&LOCKS_GROUP, &TLB_GROUP, &DMA_GROUP, &OPEN_GROUP]);
+pub(crate) static CARD_GROUPS: AttributeGroups<5> = AttributeGroups::new([
+    &LOCKS_GROUP,
+    &TLB_GROUP,
+    &DMA_GROUP,
+    &OPEN_GROUP,
+    &POWER_GROUP,
+]);
+
+/// Writes a vote as `flags=0xFFFF validity=0xVV settings=S0,...,S13`.
+fn write_vote(out: &mut impl Write, vote: &PowerVote) -> fmt::Result {
+    write!(
+        out,
+        "flags=0x{:04x} validity=0x{:02x} settings=",
+        vote.flags, vote.validity
+    )?;
+    for (i, setting) in vote.settings.iter().enumerate() {
+        if i > 0 {
+            out.write_char(',')?;
+        }
+        write!(out, "{setting}")?;
+    }
+    Ok(())
+}
 
 impl ShowAttribute for Card {
     fn show(&self, group: u32, index: usize, out: &mut Page<'_>) -> fmt::Result {
@@ -182,6 +221,8 @@ impl ShowAttribute for Card {
             TLB => self.show_tlb_class(index, out),
             DMA => self.show_dma(out),
             OPEN => self.show_open(out),
+            POWER if index == 0 => self.show_power_state(out),
+            POWER => self.show_power_votes(out),
             _ => Ok(()),
         }
     }
@@ -192,6 +233,39 @@ impl ShowAttribute for Card {
 }
 
 impl Card {
+    fn show_power_state(&self, out: &mut Page<'_>) -> fmt::Result {
+        let info = self.power.info();
+        match info.sent {
+            Some((vote, accepted)) => {
+                write!(out, "sent=1 accepted={} ", u8::from(accepted))?;
+                write_vote(out, &vote)?;
+            }
+            None => write!(out, "sent=0 accepted=0 ")?,
+        }
+        writeln!(
+            out,
+            " messages={} failures={} voters={} powerdown_pending={}",
+            info.messages,
+            info.failures,
+            info.voters,
+            u8::from(info.powerdown_pending)
+        )
+    }
+
+    fn show_power_votes(&self, out: &mut Page<'_>) -> fmt::Result {
+        let Ok(voters) = self.power.voters(MAX_VOTES_SHOWN) else {
+            return writeln!(out, "unavailable");
+        };
+        for (pid, comm, vote) in voters.iter() {
+            write!(out, "pid={pid} comm=")?;
+            write_comm(out, comm)?;
+            out.write_char(' ')?;
+            write_vote(out, vote)?;
+            out.write_char('\n')?;
+        }
+        Ok(())
+    }
+
     fn show_open(&self, out: &mut Page<'_>) -> fmt::Result {
         let info = self.gate.info();
         match info.exclusive {

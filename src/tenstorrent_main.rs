@@ -14,6 +14,7 @@ use kernel::{
 };
 
 mod arbiter;
+mod arc;
 mod bars;
 mod card;
 mod debugfs;
@@ -25,6 +26,7 @@ mod iatu;
 mod mapping;
 mod noc_cleanup;
 mod open_gate;
+mod power;
 mod procfs;
 mod registry;
 mod reset;
@@ -77,6 +79,16 @@ module! {
     description: "Tenstorrent PCIe accelerators: device nodes and resource arbitration",
     license: "GPL",
     params: {
+        power_policy: bool {
+            default: true,
+            description: "Tell each card's firmware the power state its open files vote for \
+                (as tt-kmd); false leaves the card as its firmware runs it",
+        },
+        idle_power_down_grace_ms: u32 {
+            default: 5000,
+            description: "How long a Wormhole stays powered up after its last vote goes, in \
+                milliseconds (0: at once); Blackhole powers down at once",
+        },
         emulated_tlb_layout: u32 {
             default: 0,
             description: "TLB window layout of devices that are neither Wormhole nor Blackhole \

@@ -29,6 +29,7 @@ pub(crate) const GET_HARVESTING: u32 = _IO(IOCTL_MAGIC, 1);
 pub(crate) const RESET_DEVICE: u32 = _IO(IOCTL_MAGIC, 6);
 pub(crate) const MAP_PEER_BAR: u32 = _IO(IOCTL_MAGIC, 9);
 pub(crate) const EXPORT_TLB_DMABUF: u32 = _IO(IOCTL_MAGIC, 16);
+pub(crate) const SET_POWER_STATE: u32 = _IO(IOCTL_MAGIC, 15);
 
 pub(crate) const LOCK_ACQUIRE_NR: u32 = 0x40;
 pub(crate) const LOCK_ACQUIRE_SET_NR: u32 = 0x41;
@@ -423,5 +424,17 @@ abi_struct!(
     MapPeerBarOut {
         dma_address: u64,
         reserved: u64,
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_power_state`; `power_settings` is `__u16[14]`.
+    SetPowerState {
+        argsz: u32,
+        flags: u32,
+        reserved0: u8,
+        validity: u8,
+        power_flags: u16,
+        power_settings: [u8; 28],
     }
 );

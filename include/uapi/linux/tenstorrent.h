@@ -72,6 +72,7 @@
 #define TENSTORRENT_IOCTL_PIN_PAGES		_IO(TENSTORRENT_IOCTL_MAGIC, 7)
 #define TENSTORRENT_IOCTL_UNPIN_PAGES		_IO(TENSTORRENT_IOCTL_MAGIC, 10)
 #define TENSTORRENT_IOCTL_SET_NOC_CLEANUP	_IO(TENSTORRENT_IOCTL_MAGIC, 14)
+#define TENSTORRENT_IOCTL_SET_POWER_STATE	_IO(TENSTORRENT_IOCTL_MAGIC, 15)
 #define TENSTORRENT_IOCTL_RESET_DEVICE		_IO(TENSTORRENT_IOCTL_MAGIC, 6)
 #define TENSTORRENT_IOCTL_MAP_PEER_BAR		_IO(TENSTORRENT_IOCTL_MAGIC, 9)
 
@@ -542,6 +543,36 @@ struct tenstorrent_set_noc_cleanup {
 	__u32 reserved0;
 	__u64 addr;
 	__u64 data;
+};
+
+/*
+ * SET_POWER_STATE (tt-kmd 2.10): this file's power vote. validity bits 0-3
+ * say how many of the low power_flags bits the vote covers (the others
+ * count as on), bits 4-7 how many power_settings. A plain open starts with
+ * every flag but MAX_AI_CLK, an O_APPEND open with nothing. The card gets
+ * what the open files' votes add up to (a flag is on if any vote has it or
+ * does not cover it, a setting is the largest asked for) whenever a vote
+ * changes, a file with a vote closes, or the last one does (Wormhole: after
+ * the module's idle_power_down_grace_ms). EINVAL for argsz != 40, flags or
+ * reserved0 != 0, 15 settings, or when the firmware did not take the state
+ * (the vote stays). The kernel writes nothing back.
+ */
+#define TT_POWER_FLAG_MAX_AI_CLK	(1U << 0)
+#define TT_POWER_FLAG_MRISC_PHY_WAKEUP	(1U << 1)
+#define TT_POWER_FLAG_TENSIX_ENABLE	(1U << 2)
+#define TT_POWER_FLAG_L2CPU_ENABLE	(1U << 3)
+#define TT_POWER_VALIDITY_FLAGS(n)	(((n) & 0xF) << 0)
+#define TT_POWER_VALIDITY_SETTINGS(n)	(((n) & 0xF) << 4)
+#define TT_POWER_VALIDITY(flags, settings) \
+	(TT_POWER_VALIDITY_FLAGS(flags) | TT_POWER_VALIDITY_SETTINGS(settings))
+
+struct tenstorrent_power_state {
+	__u32 argsz;
+	__u32 flags;
+	__u8 reserved0;
+	__u8 validity;
+	__u16 power_flags;
+	__u16 power_settings[14];
 };
 
 /*

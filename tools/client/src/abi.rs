@@ -559,6 +559,22 @@ abi_struct! {
         pub output: ResetDeviceOut as "out",
     }
 
+    /// SET_POWER_STATE argument.
+    "tenstorrent_power_state" => pub struct PowerState {
+        /// 40.
+        pub argsz: u32,
+        /// 0.
+        pub flags: u32,
+        /// 0.
+        pub reserved0: u8,
+        /// Flags covered (bits 0-3) and settings (bits 4-7).
+        pub validity: u8,
+        /// `POWER_FLAG_*`.
+        pub power_flags: u16,
+        /// Settings, as many as `validity` says.
+        pub power_settings: [u16; 14],
+    }
+
     /// SET_NOC_CLEANUP argument.
     "tenstorrent_set_noc_cleanup" => pub struct SetNocCleanup {
         /// 32.
@@ -642,6 +658,16 @@ pub const RESET_DEVICE_RESTORE_STATE: u32 = 0;
 pub const RESET_DEVICE_POST_RESET: u32 = 6;
 /// SET_NOC_CLEANUP, `_IO(0xFA, 14)` (C driver).
 pub const IOCTL_SET_NOC_CLEANUP: u32 = io(IOCTL_MAGIC, 14);
+/// SET_POWER_STATE, `_IO(0xFA, 15)` (C driver).
+pub const IOCTL_SET_POWER_STATE: u32 = io(IOCTL_MAGIC, 15);
+/// SET_POWER_STATE flag: the AI clock at its maximum.
+pub const POWER_FLAG_MAX_AI_CLK: u16 = 1 << 0;
+/// SET_POWER_STATE flag: Tensix cores enabled.
+pub const POWER_FLAG_TENSIX_ENABLE: u16 = 1 << 2;
+/// `TT_POWER_VALIDITY(flags, settings)`.
+pub const fn power_validity(flags: u8, settings: u8) -> u8 {
+    (flags & 0xF) | (settings & 0xF) << 4
+}
 /// ALLOCATE_DMA_BUF flag: give the buffer a NOC address.
 pub const ALLOCATE_DMA_BUF_NOC_DMA: u32 = 2;
 /// PIN_PAGES flags.
@@ -836,6 +862,10 @@ pub const DEFINES: &[(&str, u64)] = &[
         IOCTL_SET_NOC_CLEANUP as u64,
     ),
     (
+        "TENSTORRENT_IOCTL_SET_POWER_STATE",
+        IOCTL_SET_POWER_STATE as u64,
+    ),
+    (
         "TENSTORRENT_ALLOCATE_DMA_BUF_NOC_DMA",
         ALLOCATE_DMA_BUF_NOC_DMA as u64,
     ),
@@ -956,6 +986,7 @@ mod tests {
         entry::<UnpinPagesIn>(&mut m);
         entry::<UnpinPages>(&mut m);
         entry::<SetNocCleanup>(&mut m);
+        entry::<PowerState>(&mut m);
         entry::<MapPeerBarIn>(&mut m);
         entry::<MapPeerBarOut>(&mut m);
         entry::<MapPeerBar>(&mut m);

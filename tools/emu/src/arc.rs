@@ -379,6 +379,11 @@ pub struct ArcFirmware {
     msi_overflow: bool,
     pending_reset: Option<ResetRequest>,
     log: Vec<ArcMessage>,
+    /// Power-setting messages received since the emulator started, and the
+    /// last one: what a host's power policy sent, kept across chip resets
+    /// so a test can tell a reset from a missing message.
+    power_settings_received: u64,
+    last_power_setting: Option<PowerSetting>,
 }
 
 impl ArcFirmware {
@@ -405,6 +410,8 @@ impl ArcFirmware {
             msi_overflow: false,
             pending_reset: None,
             log: Vec::new(),
+            power_settings_received: 0,
+            last_power_setting: None,
         };
         fw.boot();
         fw
@@ -530,6 +537,11 @@ impl ArcFirmware {
     /// The messages processed so far (the newest 4096 at most).
     pub fn messages(&self) -> &[ArcMessage] {
         &self.log
+    }
+
+    /// How many power-setting messages arrived, and the last of them.
+    pub fn power_settings(&self) -> (u64, Option<PowerSetting>) {
+        (self.power_settings_received, self.last_power_setting)
     }
 
     /// A reset the firmware has started and the card has yet to carry out.
@@ -955,6 +967,8 @@ impl ArcFirmware {
     /// `apply_power_settings`).
     fn apply_power(&mut self, request: &[u32; 8]) {
         let p = PowerSetting::decode(request);
+        self.power_settings_received += 1;
+        self.last_power_setting = Some(p);
         let valid = if p.flags_valid >= 16 {
             0xFFFF
         } else {
@@ -1638,6 +1652,11 @@ mod tests {
                 0
             );
         }
+        // What the control socket's `power` reports, across a chip reset.
+        fw.reset();
+        let (received, last) = fw.power_settings();
+        assert_eq!(received, 13);
+        assert_eq!(last.map(|p| (p.flags, p.flags_valid)), Some((0x7FFF, 15)));
     }
 
     #[test]

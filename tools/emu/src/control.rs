@@ -79,12 +79,14 @@ pub enum Command {
     Unplug,
     /// Reset counts per kind.
     Resets,
+    /// The power-setting messages the firmware received.
+    Power,
 }
 
 const HELP: &str = "commands: ping | help | status | vanish | reappear | exit [STATUS] | \
 arc-hang | arc-resume | delay MS | aer correctable|nonfatal|fatal | \
 noc-read X Y ADDR LEN | noc-write X Y ADDR HEX | dma-read IOVA LEN | \
-dma-write IOVA HEX | msi | unplug | resets (numbers decimal or 0x-hex)";
+dma-write IOVA HEX | msi | unplug | resets | power (numbers decimal or 0x-hex)";
 
 /// Parses a number, decimal or `0x` hexadecimal.
 fn number(s: &str, what: &str) -> Result<u64, String> {
@@ -175,6 +177,7 @@ pub fn parse(line: &str) -> Result<Option<Command>, String> {
         "msi" => want(0, "msi").map(|_| Command::Msi)?,
         "unplug" => want(0, "unplug").map(|_| Command::Unplug)?,
         "resets" => want(0, "resets").map(|_| Command::Resets)?,
+        "power" => want(0, "power").map(|_| Command::Power)?,
         "delay" => {
             want(1, "delay MS")?;
             let ms = number(args[0], "delay")?;
@@ -358,6 +361,23 @@ pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
                 r.cold, r.secondary_bus, r.function_level,
             ))
         }
+        Command::Power => {
+            let card = lock(&shared.card);
+            let (received, last) = card.noc().arc().power_settings();
+            ok(match last {
+                None => format!("received={received}"),
+                Some(p) => {
+                    let settings: Vec<String> = p.settings.iter().map(u16::to_string).collect();
+                    format!(
+                        "received={received} flags=0x{:04x} flags-valid={} settings-valid={} settings={}",
+                        p.flags,
+                        p.flags_valid,
+                        p.settings_valid,
+                        settings.join(","),
+                    )
+                }
+            })
+        }
     }
 }
 
@@ -496,6 +516,7 @@ mod tests {
         assert_eq!(p("arc-hang"), Command::ArcHang);
         assert_eq!(p("arc-resume"), Command::ArcResume);
         assert_eq!(p("resets"), Command::Resets);
+        assert_eq!(p("power"), Command::Power);
         assert_eq!(p("help"), Command::Help);
         assert_eq!(p("unplug"), Command::Unplug);
         assert!(parse("ping now").is_err());
@@ -639,6 +660,7 @@ mod tests {
             "ok cold=0 secondary-bus=0 function-level=0"
         );
         assert!(reply("msi", &shared).starts_with("err"), "MSI not enabled");
+        assert_eq!(reply("power", &shared), "ok received=0");
         assert_eq!(
             handle_line("exit", &shared),
             Some(Outcome::ReplyThenExit("ok exiting".into(), 0))

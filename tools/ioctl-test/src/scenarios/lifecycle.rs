@@ -231,3 +231,31 @@ pub fn unbind_wakes_waiters() -> TestResult {
     unbound.rebind()?;
     fresh_card0(&bdf0)
 }
+
+/// A Wormhole unbound while the powerdown after its last close is pending:
+/// the powerdown is called off with the card (no report of the kernel's,
+/// whose kmemleak would see a card the queued work kept), and the card
+/// bound again idles from its probe.
+pub fn unbind_with_powerdown_pending() -> TestResult {
+    use super::power::{last_of, received, state};
+    let bdf0 = bdf(0)?;
+    let mut ctl = crate::card::Control::open(0)?;
+    drop(open(0)?);
+    ensure!(state(0)?.contains("powerdown_pending=1"), "{}", state(0)?);
+    let count = received(&mut ctl)?.count;
+    Unbound::new(&bdf0)?.rebind()?;
+    wait_path(&node(0), true)?;
+    let r = received(&mut ctl)?;
+    ensure_eq!(
+        r.count,
+        count + 1,
+        "messages: only the probe's after the rebind"
+    );
+    ensure_eq!(last_of(&r).map(|l| l.0), Some(0), "the probe's power flags");
+    let after = state(0)?;
+    ensure!(
+        after.contains("messages=1 ") && after.contains("powerdown_pending=0"),
+        "{after}"
+    );
+    Ok(())
+}

@@ -316,7 +316,8 @@ enum Known {
     ConfigureTlb,
     /// The C driver's DMA, reset and cleanup commands (GET_HARVESTING,
     /// ALLOCATE_DMA_BUF, FREE_DMA_BUF, RESET_DEVICE, PIN_PAGES,
-    /// MAP_PEER_BAR, UNPIN_PAGES, SET_NOC_CLEANUP, EXPORT_TLB_DMABUF): they
+    /// MAP_PEER_BAR, UNPIN_PAGES, SET_NOC_CLEANUP, SET_POWER_STATE,
+    /// EXPORT_TLB_DMABUF): they
     /// write only their `out`, from `at`, at most `len` bytes or (with
     /// `sized`) `output_size_bytes`. Those that answer without reading
     /// anything (`reads` false) are not EFAULT for a bad pointer.
@@ -372,7 +373,7 @@ fn known(cmd: u32) -> Option<Known> {
                 reads: true,
             })
         }
-        c if [10, 14].iter().any(|&nr| c == abi::io(MAGIC, nr)) => {
+        c if [10, 14, 15].iter().any(|&nr| c == abi::io(MAGIC, nr)) => {
             return Some(Known::CDriver {
                 at: 0,
                 len: 0,

@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Messages to the card's ARC firmware through its message queue.
+//!
+//! The driver tells the firmware one thing itself: the power state the open
+//! files' votes add up to (src/power.rs). Like tt-kmd 2.10 it uses the ARC
+//! message queue on both chips (not Wormhole's scratch-register mailbox,
+//! which UMD and luwen drive from userspace under the ARC_MSG lock): a
+//! queue is a 32-byte header followed by request and response slots of
+//! eight words each in the ARC's CSM, found through a control block the
+//! firmware publishes. Every access goes through the kernel's own TLB
+//! window to the ARC tile, which reaches the same registers on both chips
+//! (tt-kmd reaches Wormhole's through BAR4 instead).
+//!
+//! Where each fact comes from (tt-kmd 2.10): the queue layout and protocol
+//! in `msgqueue.c` / `msgqueue.h`; Wormhole's ready check, control block
+//! pointer and doorbell in `wormhole.c` `send_arc_message`; Blackhole's in
+//! `blackhole.c` `send_arc_message`; CSM bounds in `telemetry.h`.
+
+use crate::{
+    mapping::CardMemory,
+    tlb::{
+        Family,
+        Layout, //
+    },
+};
+use core::num::NonZeroU32;
+use kernel::{
+    io::poll::read_poll_timeout,
+    new_mutex,
+    prelude::*,
+    sync::Mutex,
+    time::Delta, //
+};
+
+/// The ARC's CSM, as ARC addresses (`ARC_CSM_BASE`, 512 KiB).
+const CSM_BASE: u32 = 0x1000_0000;
+const CSM_SIZE: u32 = 512 << 10;
+
+/// Wormhole `SCRATCH[0]` holds a post code starting `0xC0DE` once the ARC's
+/// L2 runs and can take messages.
+const WH_POST_CODE_PREFIX: u32 = 0xC0DE_0000;
+/// Blackhole `BOOT_STATUS0` bit 0: the message queues are ready.
+const BH_MSG_QUEUE_READY: u32 = 1 << 0;
+/// `ARC_MISC_CNTL` IRQ0: rings the firmware.
+const ARC_MISC_CNTL_IRQ0: u32 = 1 << 16;
+
+/// How long the firmware may take to become ready, to make room in the
+/// queue and to answer (tt-kmd: 500 ms, `ARC_MSG_TIMEOUT_MS` 1000 ms).
+const READY_TIMEOUT: Delta = Delta::from_millis(500);
+const MSG_TIMEOUT: Delta = Delta::from_millis(1000);
+/// Between two looks at the queue (tt-kmd sleeps 100-200 µs).
+const POLL_INTERVAL: Delta = Delta::from_micros(100);
+
+/// Queue header: host-written request write pointer and response read
+/// pointer, firmware-written request read pointer and response write
+/// pointer; slots after the 32 bytes.
+const REQUEST_WPTR: u32 = 0x00;
+const RESPONSE_RPTR: u32 = 0x04;
+const REQUEST_RPTR: u32 = 0x10;
+const RESPONSE_WPTR: u32 = 0x14;
+const HEADER_BYTES: u32 = 32;
+const TWO: NonZeroU32 = NonZeroU32::MIN.saturating_add(1);
+const SLOT_BYTES: u32 = 32;
+
+/// One queue message or answer: a header word and seven payload words.
+pub(crate) type ArcMessage = [u32; 8];
+
+/// Where the ARC tile's registers are, as NOC addresses of that tile.
+struct ArcTile {
+    /// NOC0 coordinates of the ARC tile (tt-umd `ARC_CORES_NOC0`).
+    x: u16,
+    y: u16,
+    /// The ARC's APB peripherals: the reset unit (home of the scratch
+    /// registers) at +0x3_0000, Blackhole's MSI catcher at +0xB_0000.
+    apb: u64,
+    /// The NOC address of ARC address [`CSM_BASE`].
+    csm: u64,
+}
+
+impl ArcTile {
+    fn reset_unit(&self) -> u64 {
+        self.apb + 0x3_0000
+    }
+
+    fn of(family: Family) -> Self {
+        match family {
+            Family::Wormhole => Self {
+                x: 0,
+                y: 10,
+                apb: 0x8_8000_0000,
+                csm: 0x8_1000_0000,
+            },
+            Family::Blackhole => Self {
+                x: 8,
+                y: 0,
+                apb: 0x8000_0000,
+                csm: u64::from(CSM_BASE),
+            },
+        }
+    }
+}
+
+/// A card's ARC message queue, one message at a time.
+#[pin_data]
+pub(crate) struct ArcQueue {
+    /// Held for a whole exchange: the queue's pointers are the driver's to
+    /// move while it is held.
+    #[pin]
+    exchange: Mutex<()>,
+}
+
+/// One exchange in progress, with the queue found.
+struct Exchange<'a> {
+    memory: &'a CardMemory,
+    layout: &'a Layout,
+    tile: ArcTile,
+}
+
+impl Exchange<'_> {
+    fn read(&self, addr: u64) -> Result<u32> {
+        self.memory
+            .kernel_noc_read32(self.layout, (self.tile.x, self.tile.y, 0), addr)
+    }
+
+    fn write(&self, addr: u64, value: u32) -> Result {
+        self.memory
+            .kernel_noc_write32(self.layout, (self.tile.x, self.tile.y, 0), addr, value)
+    }
+
+    /// A word of CSM at ARC address `addr`: `EIO` outside CSM, where a bad
+    /// pointer from the firmware would otherwise send the driver.
+    fn csm_addr(&self, addr: u32) -> Result<u64> {
+        let offset = addr.checked_sub(CSM_BASE).ok_or(EIO)?;
+        if offset > CSM_SIZE - 4 {
+            return Err(EIO);
+        }
+        Ok(self.tile.csm + u64::from(offset))
+    }
+
+    fn csm_read(&self, addr: u32) -> Result<u32> {
+        self.read(self.csm_addr(addr)?)
+    }
+
+    fn csm_write(&self, addr: u32, value: u32) -> Result {
+        self.write(self.csm_addr(addr)?, value)
+    }
+
+    fn scratch(&self, family: Family, n: u64) -> u64 {
+        match family {
+            Family::Wormhole => self.tile.reset_unit() + 0x60 + 4 * n,
+            Family::Blackhole => self.tile.reset_unit() + 0x400 + 4 * n,
+        }
+    }
+
+    /// Waits for the firmware to take messages, then finds its queue: the
+    /// ARC address of its header and its entry count.
+    fn find_queue(&self) -> Result<(u32, NonZeroU32)> {
+        let family = self.layout.family;
+        let control_block = match family {
+            Family::Wormhole => {
+                read_poll_timeout(
+                    || self.read(self.scratch(family, 0)),
+                    |post| post & 0xFFFF_0000 == WH_POST_CODE_PREFIX,
+                    POLL_INTERVAL,
+                    READY_TIMEOUT,
+                )?;
+                // `ARC_MSG_QCB_PTR`: 0 on firmware without the queue.
+                self.read(self.tile.reset_unit() + 0x1D8)?
+            }
+            Family::Blackhole => {
+                let status = read_poll_timeout(
+                    || self.read(self.scratch(family, 2)),
+                    |s| *s == u32::MAX || s & BH_MSG_QUEUE_READY != 0,
+                    POLL_INTERVAL,
+                    READY_TIMEOUT,
+                )?;
+                if status == u32::MAX {
+                    return Err(EIO);
+                }
+                self.read(self.scratch(family, 11))?
+            }
+        };
+        if control_block == 0 {
+            return Err(EOPNOTSUPP);
+        }
+        let base = self.csm_read(control_block)?;
+        // Wormhole publishes the queue as an offset into CSM.
+        let base = match family {
+            Family::Wormhole => base.checked_add(CSM_BASE).ok_or(EIO)?,
+            Family::Blackhole => base,
+        };
+        let entries = self.csm_read(control_block.checked_add(4).ok_or(EIO)?)? & 0xFF;
+        let entries = NonZeroU32::new(entries).ok_or(EIO)?;
+        let bytes = HEADER_BYTES + 2 * entries.get() * SLOT_BYTES;
+        self.csm_addr(base.checked_add(bytes - 4).ok_or(EIO)?)?;
+        Ok((base, entries))
+    }
+
+    fn ring(&self) -> Result {
+        match self.layout.family {
+            Family::Wormhole => {
+                let misc_cntl = self.tile.reset_unit() + 0x100;
+                let value = self.read(misc_cntl)?;
+                self.write(misc_cntl, value | ARC_MISC_CNTL_IRQ0)
+            }
+            // A 0 pushed into the MSI catcher's FIFO; a read would pop it.
+            Family::Blackhole => self.memory.kernel_noc_write32_posted(
+                self.layout,
+                (self.tile.x, self.tile.y, 0),
+                self.tile.apb + 0xB_0000,
+                0,
+            ),
+        }
+    }
+
+    fn send(&self, request: &ArcMessage) -> Result<ArcMessage> {
+        let (base, entries) = self.find_queue()?;
+        // Pointers count to twice the entry count, so that a full queue and
+        // an empty one differ.
+        let wrap = entries.saturating_mul(TWO);
+        let wptr = self.csm_read(base + REQUEST_WPTR)?;
+        if wptr == u32::MAX {
+            return Err(EIO);
+        }
+        read_poll_timeout(
+            || self.csm_read(base + REQUEST_RPTR),
+            |rptr| wptr.wrapping_sub(*rptr) % wrap < entries.get(),
+            POLL_INTERVAL,
+            MSG_TIMEOUT,
+        )?;
+        let slot = base + HEADER_BYTES + (wptr % entries) * SLOT_BYTES;
+        for (i, word) in (0u32..).zip(request.iter()) {
+            self.csm_write(slot + 4 * i, *word)?;
+        }
+        self.csm_write(base + REQUEST_WPTR, wptr.wrapping_add(1) % wrap)?;
+        self.ring()?;
+
+        let rptr = self.csm_read(base + RESPONSE_RPTR)?;
+        read_poll_timeout(
+            || self.csm_read(base + RESPONSE_WPTR),
+            |response_wptr| *response_wptr != rptr,
+            POLL_INTERVAL,
+            MSG_TIMEOUT,
+        )?;
+        let slot = base + HEADER_BYTES + (entries.get() + rptr % entries) * SLOT_BYTES;
+        let mut response = [0u32; 8];
+        for (i, word) in (0u32..).zip(response.iter_mut()) {
+            *word = self.csm_read(slot + 4 * i)?;
+        }
+        self.csm_write(base + RESPONSE_RPTR, rptr.wrapping_add(1) % wrap)?;
+        Ok(response)
+    }
+}
+
+impl ArcQueue {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            exchange <- new_mutex!(()),
+        })
+    }
+
+    /// Sends `request` and returns the firmware's answer. `ETIMEDOUT` when
+    /// the firmware is not ready or does not answer in time, `EOPNOTSUPP`
+    /// for firmware without the queue, `EIO` when what it publishes makes
+    /// no sense, `ENODEV` once the card is unbound. May sleep for up to
+    /// 2.5 s.
+    pub(crate) fn send(
+        &self,
+        memory: &CardMemory,
+        layout: &Layout,
+        request: &ArcMessage,
+    ) -> Result<ArcMessage> {
+        let _exchange = self.exchange.lock();
+        Exchange {
+            memory,
+            layout,
+            tile: ArcTile::of(layout.family),
+        }
+        .send(request)
+    }
+}

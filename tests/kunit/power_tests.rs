@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite of power votes: what votes add up to and the firmware
+//! message that asks for it. Expected values were worked out by hand from
+//! tt-kmd 2.10's `tenstorrent_set_aggregated_power_state_locked` and the
+//! examples of its `*_set_power_state` (idle header 0x00000FC0, one plain
+//! open 0x7FFE0FC0 on Wormhole; 0x21 on Blackhole).
+
+use super::*;
+
+#[kunit_tests(tenstorrent_power)]
+mod tests {
+    use super::*;
+
+    fn vote(validity: u8, flags: u16, settings: &[u16]) -> PowerVote {
+        let mut v = PowerVote {
+            validity,
+            flags,
+            settings: [0; SETTINGS],
+        };
+        v.settings[..settings.len()].copy_from_slice(settings);
+        v
+    }
+
+    #[test]
+    fn no_vote_is_idle_and_one_open_is_everything_but_max_clock() -> Result {
+        assert_eq!(aggregate([]), PowerVote::IDLE);
+        assert_eq!(PowerVote::IDLE.message(Family::Wormhole)[0], 0x0000_0FC0);
+        assert_eq!(PowerVote::IDLE.message(Family::Blackhole)[0], 0x0000_0F21);
+        let plain = PowerVote::at_open(false);
+        assert_eq!(
+            aggregate([&plain]).message(Family::Wormhole)[0],
+            0x7FFE_0FC0
+        );
+        assert_eq!(
+            aggregate([&plain]).message(Family::Blackhole)[0],
+            0x7FFE_0F21
+        );
+        let append = PowerVote::at_open(true);
+        assert_eq!(aggregate([&append]), PowerVote::IDLE);
+        assert!(plain.counts());
+        assert!(!append.counts());
+        Ok(())
+    }
+
+    #[test]
+    fn uncovered_flags_count_as_on_and_flags_add_up() -> Result {
+        // A vote covering one flag (max AI clock on) leaves the other 14
+        // on, whatever its own bits say about them.
+        let one = vote(0x01, 0x0001, &[]);
+        assert_eq!(aggregate([&one]).flags, 0x7FFF);
+        let off = vote(0x01, 0x0000, &[]);
+        assert_eq!(aggregate([&off]).flags, 0x7FFE);
+        // Covering all 15 flags: exactly its bits; with another vote, the
+        // union.
+        let tensix_only = vote(0x0F, 0x0004, &[]);
+        let l2cpu_only = vote(0x0F, 0x0008, &[]);
+        assert_eq!(aggregate([&tensix_only]).flags, 0x0004);
+        assert_eq!(aggregate([&tensix_only, &l2cpu_only]).flags, 0x000C);
+        // Bit 15 of a vote's own flags passes through, as in tt-kmd.
+        assert_eq!(aggregate([&vote(0x0F, 0x8000, &[])]).flags, 0x8000);
+        // A vote covering no flag turns every flag on.
+        assert_eq!(aggregate([&vote(0x00, 0, &[])]).flags, 0x7FFF);
+        Ok(())
+    }
+
+    #[test]
+    fn settings_take_the_largest_of_the_votes_covering_them() -> Result {
+        let a = vote(0x2F, 0, &[10, 1, 99]);
+        let b = vote(0x3F, 0, &[5, 7, 3]);
+        let total = aggregate([&a, &b]);
+        // The widest vote covers 3 settings; a's third is not covered.
+        assert_eq!(total.validity, 0x3F);
+        assert_eq!(&total.settings[..4], &[10, 7, 3, 0]);
+        let m = total.message(Family::Wormhole);
+        assert_eq!(m[0], 0xC0 | 0x3F << 8);
+        assert_eq!(m[1], 10 | 7 << 16);
+        assert_eq!(m[2], 3);
+        let widest = vote(0xEF, 0, &[1; SETTINGS]);
+        assert_eq!(
+            aggregate([&widest]).message(Family::Blackhole)[7],
+            1 | 1 << 16
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn set_power_state_checks_its_argument() -> Result {
+        let good = SetPowerState {
+            argsz: 40,
+            validity: 0x2F,
+            power_flags: 0x0005,
+            power_settings: {
+                let mut s = [0u8; 28];
+                s[..4].copy_from_slice(&[1, 0, 2, 0]);
+                s
+            },
+            ..SetPowerState::default()
+        };
+        assert_eq!(SetPowerState::SIZE, 40);
+        let v = PowerVote::decode(&good)?;
+        assert_eq!(
+            (v.validity, v.flags, &v.settings[..3]),
+            (0x2F, 5, &[1, 2, 0][..])
+        );
+        for bad in [
+            SetPowerState { argsz: 39, ..good },
+            SetPowerState { argsz: 41, ..good },
+            SetPowerState { flags: 1, ..good },
+            SetPowerState {
+                reserved0: 1,
+                ..good
+            },
+            // 15 settings.
+            SetPowerState {
+                validity: 0xF0,
+                ..good
+            },
+        ] {
+            assert_eq!(PowerVote::decode(&bad), Err(EINVAL));
+        }
+        assert!(PowerVote::decode(&SetPowerState {
+            validity: 0xEF,
+            ..good
+        })
+        .is_ok());
+        Ok(())
+    }
+}
