@@ -56,3 +56,16 @@ pub(crate) fn restore_state(pdev: &pci::Device<Bound>) -> bool {
     }
     true
 }
+
+/// Resets `pdev` through its slot or the bus it is on (`pci_reset_bus()`):
+/// a hot reset of the link, the configuration space of every function
+/// there saved before and restored after. `EAGAIN` when another reset or
+/// a probe of a function there holds it, `ENOTTY` when neither the slot
+/// nor the bus can be reset.
+pub(crate) fn reset_bus(pdev: &pci::Device<Bound>) -> kernel::error::Result {
+    // SAFETY: `pdev` is a valid, bound PCI function; `pci_reset_bus()` only
+    // try-locks the functions it resets, so it cannot wait on a lock the
+    // caller (an ioctl of a file of `pdev`) holds.
+    let ret = unsafe { bindings::pci_reset_bus(pci_dev_ptr(pdev)) };
+    kernel::error::to_result(ret)
+}

@@ -114,6 +114,25 @@ fn indices(mut mask: LockMask) -> impl Iterator<Item = usize> {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct OwnerId(u64);
 
+/// Which owners a reset of the card fenced (RESET_DEVICE, src/reset.rs):
+/// every owner that existed when the last reset began, but the one that
+/// reset it. Owner ids only grow, so this is two numbers, and a later reset
+/// by an owner created after this one fences this one's survivor too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Fence {
+    /// Owners with a lower id existed before the last reset.
+    floor: u64,
+    /// The owner that reset the card, still valid.
+    survivor: u64,
+}
+
+impl Fence {
+    /// Whether the file `id` was fenced: every command on it is `ENODEV`.
+    pub(crate) fn is_stale(&self, id: OwnerId) -> bool {
+        id.0 < self.floor && id.0 != self.survivor
+    }
+}
+
 /// A lock owner (one open file description) and what it holds and waits
 /// for on its card.
 #[derive(Clone)]
@@ -307,6 +326,8 @@ impl Sleeper for Waiter {
 
 struct State {
     gone: bool,
+    /// The owners the last reset fenced.
+    fence: Fence,
     /// Locks with a holder.
     held: LockMask,
     /// Locks that at least one queued waiter wants.
@@ -378,6 +399,7 @@ impl Arbiter {
         Ok(pin_init!(Self {
             state <- new_mutex!(State {
                 gone: false,
+                fence: Fence::default(),
                 held: 0,
                 wanted: 0,
                 queue: Fifo::new(),
@@ -420,7 +442,7 @@ impl Arbiter {
         reentry: Reentry,
     ) -> Result<Acquired, AcquireError> {
         let mut state = self.state.lock();
-        if state.gone {
+        if state.gone || state.fence.is_stale(owner.id) {
             return Err(AcquireError::Gone);
         }
         let now = monotonic_ns();
@@ -505,7 +527,7 @@ impl Arbiter {
 
         let waited_ns = u64::try_from(monotonic_ns() - waiter.queued_ns).unwrap_or(0);
         let result = match result {
-            Ok(grant) if !state.gone => {
+            Ok(grant) if !state.gone && !state.fence.is_stale(owner.id) => {
                 state.record_wait(mask, waited_ns);
                 Ok(Acquired {
                     owner_died: grant.owner_died,
@@ -513,8 +535,8 @@ impl Arbiter {
                 })
             }
             Ok(_) => {
-                // Granted just before the card went away: give the locks
-                // back so the teardown sees them free.
+                // Granted just before the card went away or its file was
+                // fenced: give the locks back, to the next waiter.
                 state.release_locks(mask, false);
                 Err(AcquireError::Gone)
             }
@@ -651,6 +673,57 @@ impl Arbiter {
             queue.push((waiter.who.pid_for_caller(), waiter.mask), GFP_KERNEL)?;
         }
         Ok(queue)
+    }
+
+    /// The card is being reset by file `survivor`: every other file now
+    /// open is fenced. Their queued requests leave the queue (those asleep
+    /// wake with [`AcquireError::Gone`], a stopped call's or a poller's
+    /// place is given up) and later requests fail with it; the locks they
+    /// hold stay theirs until their files close (tt-kmd 2.10's rule: a
+    /// reset frees no lock, so nobody is handed a lock whose holder may
+    /// still be using the chip). Returns the fence, for the card's other
+    /// resources.
+    pub(crate) fn fence_all_but(&self, survivor: OwnerId) -> Fence {
+        let mut state = self.state.lock();
+        let fence = Fence {
+            floor: state.next_owner,
+            survivor: survivor.0,
+        };
+        state.fence = fence;
+        let mut stale_places = KVec::new();
+        for position in 0..state.queue.len() {
+            let Some(waiter) = state.queue.get(position).cloned() else {
+                break;
+            };
+            if !fence.is_stale(waiter.owner.id) {
+                continue;
+            }
+            let parked = waiter
+                .owner
+                .record
+                .counts
+                .access(&state)
+                .parked
+                .iter()
+                .any(|w| Arc::ptr_eq(w, &waiter));
+            if parked {
+                // Nobody sleeps on it; without memory it stays queued,
+                // and is given up when its file's next call or close comes.
+                let _ = stale_places.push(waiter, GFP_KERNEL);
+            } else {
+                state.wakeups.push(waiter);
+            }
+        }
+        for place in stale_places.iter() {
+            state.give_up_place(place);
+        }
+        unlock(state);
+        fence
+    }
+
+    /// Whether file `id` was fenced by a reset.
+    pub(crate) fn is_stale(&self, id: OwnerId) -> bool {
+        self.state.lock().fence.is_stale(id)
     }
 
     /// The card is going away: every waiter wakes with
@@ -1162,7 +1235,7 @@ impl State {
     ) -> Option<Result<Grant, AcquireError>> {
         let settled = wait::settle(
             *waiter.grant.access(self),
-            self.gone,
+            self.gone || self.fence.is_stale(waiter.owner.id),
             interrupted,
             timed_out,
         )?;

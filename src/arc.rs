@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Messages to the card's ARC firmware through its message queue.
+//! Messages to the card's ARC firmware.
 //!
-//! The driver tells the firmware one thing itself: the power state the open
-//! files' votes add up to (src/power.rs). Like tt-kmd 2.10 it uses the ARC
-//! message queue on both chips (not Wormhole's scratch-register mailbox,
-//! which UMD and luwen drive from userspace under the ARC_MSG lock): a
+//! The driver tells the firmware two things itself: the power state the
+//! open files' votes add up to (src/power.rs), and to reset the chip
+//! (RESET_DEVICE, src/reset.rs). Like tt-kmd 2.10 it sends power states
+//! through the ARC message queue on both chips, and Wormhole's resets
+//! through its scratch-register mailbox (which UMD and luwen also drive from
+//! userspace, under the ARC_MSG lock). A
 //! queue is a 32-byte header followed by request and response slots of
 //! eight words each in the ARC's CSM, found through a control block the
 //! firmware publishes. Every access goes through the kernel's own TLB
@@ -44,6 +46,12 @@ const WH_POST_CODE_PREFIX: u32 = 0xC0DE_0000;
 const BH_MSG_QUEUE_READY: u32 = 1 << 0;
 /// `ARC_MISC_CNTL` IRQ0: rings the firmware.
 const ARC_MISC_CNTL_IRQ0: u32 = 1 << 16;
+/// Wormhole mailbox: a message id in `SCRATCH[5]` is `0xAA00 | id`; the
+/// firmware answers `id | exit_code << 16`, or all ones for an id it does
+/// not know (tt-kmd 2.10 `wormhole_send_arc_fw_message_with_args`).
+const WH_MESSAGE_PRESENT: u32 = 0xAA00;
+const WH_MAILBOX_ARGS: u64 = 3;
+const WH_MAILBOX_MESSAGE: u64 = 5;
 
 /// How long the firmware may take to become ready, to make room in the
 /// queue and to answer (tt-kmd: 500 ms, `ARC_MSG_TIMEOUT_MS` 1000 ms).
@@ -103,7 +111,7 @@ impl ArcTile {
 
 /// A card's ARC message queue, one message at a time.
 #[pin_data]
-pub(crate) struct ArcQueue {
+pub(crate) struct ArcMessenger {
     /// Held for a whole exchange: the queue's pointers are the driver's to
     /// move while it is held.
     #[pin]
@@ -197,6 +205,44 @@ impl Exchange<'_> {
         Ok((base, entries))
     }
 
+    /// Sends Wormhole mailbox message `id` with `args` and waits up to
+    /// `answer_within` for the firmware's exit code (`None`: does not wait,
+    /// for a message it acts on without answering). `EIO` when the ARC is
+    /// not running or does not know the message, `ETIMEDOUT` without an
+    /// answer in time.
+    fn mailbox(
+        &self,
+        id: u8,
+        args: (u16, u16),
+        answer_within: Option<Delta>,
+    ) -> Result<Option<u16>> {
+        let family = Family::Wormhole;
+        let post = self.read(self.scratch(family, 0))?;
+        if post & 0xFFFF_0000 != WH_POST_CODE_PREFIX {
+            return Err(EIO);
+        }
+        let message = self.scratch(family, WH_MAILBOX_MESSAGE);
+        self.write(
+            self.scratch(family, WH_MAILBOX_ARGS),
+            u32::from(args.0) | u32::from(args.1) << 16,
+        )?;
+        self.write(message, WH_MESSAGE_PRESENT | u32::from(id))?;
+        self.ring()?;
+        let Some(timeout) = answer_within else {
+            return Ok(None);
+        };
+        let answer = read_poll_timeout(
+            || self.read(message),
+            |v| *v == u32::MAX || *v & 0xFFFF == u32::from(id),
+            POLL_INTERVAL,
+            timeout,
+        )?;
+        if answer == u32::MAX {
+            return Err(EIO);
+        }
+        Ok(Some((answer >> 16) as u16))
+    }
+
     fn ring(&self) -> Result {
         match self.layout.family {
             Family::Wormhole => {
@@ -253,30 +299,60 @@ impl Exchange<'_> {
     }
 }
 
-impl ArcQueue {
+impl ArcMessenger {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             exchange <- new_mutex!(()),
         })
     }
+}
 
-    /// Sends `request` and returns the firmware's answer. `ETIMEDOUT` when
-    /// the firmware is not ready or does not answer in time, `EOPNOTSUPP`
-    /// for firmware without the queue, `EIO` when what it publishes makes
-    /// no sense, `ENODEV` once the card is unbound. May sleep for up to
-    /// 2.5 s.
-    pub(crate) fn send(
+/// A card's ARC firmware, as the driver talks to it: one message at a
+/// time ([`ArcMessenger`]) through the kernel's window of the card.
+pub(crate) struct Firmware<'a> {
+    pub(crate) messenger: &'a ArcMessenger,
+    pub(crate) memory: &'a CardMemory,
+    pub(crate) layout: &'a Layout,
+    /// The chip was reset and POST_RESET has not come yet: what the
+    /// firmware is up to is not known (src/reset.rs).
+    pub(crate) in_reset: bool,
+}
+
+impl Firmware<'_> {
+    pub(crate) fn family(&self) -> Family {
+        self.layout.family
+    }
+
+    fn exchange<R>(&self, f: impl FnOnce(&Exchange<'_>) -> Result<R>) -> Result<R> {
+        let _exchange = self.messenger.exchange.lock();
+        f(&Exchange {
+            memory: self.memory,
+            layout: self.layout,
+            tile: ArcTile::of(self.layout.family),
+        })
+    }
+
+    /// Sends Wormhole mailbox message `id` (see [`Exchange::mailbox`]): the
+    /// exit code, or `None` when `answer_within` is `None`. `EOPNOTSUPP` on
+    /// Blackhole, which has no such mailbox.
+    pub(crate) fn wh_mailbox(
         &self,
-        memory: &CardMemory,
-        layout: &Layout,
-        request: &ArcMessage,
-    ) -> Result<ArcMessage> {
-        let _exchange = self.exchange.lock();
-        Exchange {
-            memory,
-            layout,
-            tile: ArcTile::of(layout.family),
+        id: u8,
+        args: (u16, u16),
+        answer_within: Option<Delta>,
+    ) -> Result<Option<u16>> {
+        if self.family() != Family::Wormhole {
+            return Err(EOPNOTSUPP);
         }
-        .send(request)
+        self.exchange(|e| e.mailbox(id, args, answer_within))
+    }
+
+    /// Sends `request` to the message queue and returns the firmware's
+    /// answer. `ETIMEDOUT` when the firmware is not ready or does not
+    /// answer in time, `EOPNOTSUPP` for firmware without the queue, `EIO`
+    /// when what it publishes makes no sense, `ENODEV` once the card is
+    /// unbound. May sleep for up to 2.5 s.
+    pub(crate) fn send(&self, request: &ArcMessage) -> Result<ArcMessage> {
+        self.exchange(|e| e.send(request))
     }
 }

@@ -8,6 +8,10 @@ use crate::{
         OwnerId,
         POLL_LEASE_NS, //
     },
+    arc::{
+        ArcMessenger,
+        Firmware, //
+    },
     dma::CardDma,
     mapping::CardMemory,
     noc_cleanup::NocCleanups,
@@ -80,9 +84,15 @@ pub(crate) struct Card {
     /// Who may open the card: the open-time reader/writer lock of `O_EXCL`.
     #[pin]
     pub(crate) gate: OpenGate,
+    /// One message at a time to the card's ARC firmware (src/arc.rs).
+    #[pin]
+    arc: ArcMessenger,
     /// The files' power votes and what the firmware was told (src/power.rs).
     #[pin]
     pub(crate) power: CardPower,
+    /// Held while the card is reset (src/reset.rs): one reset at a time.
+    #[pin]
+    pub(crate) resetting: Mutex<()>,
     /// Powers a Wormhole down once the grace after its last close is over.
     #[pin]
     powerdown: DelayedWork<Card>,
@@ -119,7 +129,9 @@ impl Card {
             function,
             noc_cleanups <- NocCleanups::new(),
             gate <- OpenGate::new(),
+            arc <- ArcMessenger::new(),
             power <- power,
+            resetting <- new_mutex!(()),
             powerdown <- new_delayed_work!("Card::powerdown"),
             openers <- new_mutex!(KVec::new()),
         }))
@@ -189,13 +201,22 @@ impl WorkItem for Card {
     type Pointer = Arc<Card>;
 
     fn run(card: Arc<Card>) {
-        let layout = card.tlb.layout();
         card.power
-            .powerdown(&card.memory, layout, |left| card.schedule_powerdown(left));
+            .powerdown(&card.firmware(), |left| card.schedule_powerdown(left));
     }
 }
 
 impl Card {
+    /// The card's ARC firmware.
+    pub(crate) fn firmware(&self) -> Firmware<'_> {
+        Firmware {
+            messenger: &self.arc,
+            memory: &self.memory,
+            layout: self.tlb.layout(),
+            in_reset: self.function.needs_post_reset(),
+        }
+    }
+
     /// Queues [`CardPower::powerdown`] to run after `delay`. If it is queued
     /// already, that run comes first and queues the next for what is left.
     pub(crate) fn schedule_powerdown(self: &Arc<Self>, delay: Delta) {

@@ -205,7 +205,7 @@ impl pci::Driver for TenstorrentDriver {
             GFP_KERNEL,
         )?;
         // Idle until a file votes for more (tt-kmd 2.10 does the same).
-        if let Err(e) = card.power.probe(&card.memory, card.tlb.layout()) {
+        if let Err(e) = card.power.probe(&card.firmware()) {
             dev_warn!(pdev, "power state not sent ({:?})\n", e);
         }
         let name = CString::try_from_fmt(fmt!("tenstorrent/{}", ordinal.number()))?;

@@ -138,7 +138,7 @@ impl FileOperations for Card {
                 GFP_KERNEL,
             )?;
             card.add_opener(id)?;
-            if let Err(e) = card.power.open(id, append, &card.memory, card.tlb.layout()) {
+            if let Err(e) = card.power.open(id, append, &card.firmware()) {
                 card.remove_opener(id);
                 return Err(e);
             }
@@ -168,7 +168,7 @@ impl FileOperations for Card {
             .free_all_revoking(open.owner.id(), &|id| open.revoke_window(id));
         open.card.remove_opener(open.owner.id());
         card.power
-            .release(open.owner.id(), &card.memory, card.tlb.layout(), |grace| {
+            .release(open.owner.id(), &card.firmware(), |grace| {
                 card.schedule_powerdown(grace)
             });
         // Last: an opener waiting for the card finds it as closed as it is.
@@ -177,7 +177,16 @@ impl FileOperations for Card {
 
     fn ioctl(open: &OpenFile, file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let command = Command::decode(cmd).ok_or(ENOTTY)?;
-        if open.card.is_gone() {
+        if open.card.is_gone() || open.card.is_fenced(open.owner.id()) {
+            return Err(ENODEV);
+        }
+        // After a reset of the chip, until POST_RESET, the card only says
+        // what it is and takes resets (tt-kmd 2.10).
+        let answers_before_post_reset = matches!(
+            command,
+            Command::GetDeviceInfo | Command::GetDriverInfo | Command::ResetDevice
+        );
+        if open.card.function.needs_post_reset() && !answers_before_post_reset {
             return Err(ENODEV);
         }
         match command {
@@ -234,6 +243,11 @@ impl FileOperations for Card {
     fn fault(open: &OpenFile, fault: &VmFault) -> FaultResult {
         if dma::buffer_at(fault.offset()).is_some() {
             return open.card.dma.fault(open.owner.id(), fault);
+        }
+        // A reset zapped the mappings of the files it fenced: theirs stay
+        // gone (DMA buffers stay theirs until close, as in tt-kmd).
+        if open.card.is_fenced(open.owner.id()) {
+            return FaultResult::SIGBUS;
         }
         open.card
             .memory
@@ -968,7 +982,7 @@ impl OpenFile {
             .reader()
             .read_slice(&mut bytes)?;
         let r = ResetDeviceIn::decode(&bytes);
-        let ok = self.card.function.reset(r.flags)?;
+        let ok = self.card.reset_device(self.owner.id(), r.flags)?;
         let answer = ResetDeviceOut {
             output_size_bytes: ResetDeviceOut::SIZE as u32,
             result: u32::from(!ok),
@@ -1004,18 +1018,15 @@ impl OpenFile {
             .reader()
             .read_slice(&mut bytes)?;
         let vote = PowerVote::decode(&SetPowerState::decode(&bytes))?;
-        self.card.power.set(
-            self.owner.id(),
-            vote,
-            &self.card.memory,
-            self.card.tlb.layout(),
-        )
+        self.card
+            .power
+            .set(self.owner.id(), vote, &self.card.firmware())
     }
 
     /// mmap of a BAR or a window (see src/mapping.rs): `EINVAL` outside a
     /// mapping, `EPERM` for a window this file does not hold.
     fn mmap(&self, vma: &VmaNew) -> Result {
-        if self.card.is_gone() {
+        if self.card.is_gone() || self.card.is_fenced(self.owner.id()) {
             return Err(ENODEV);
         }
         let len = u64::try_from(vma.end() - vma.start())?;

@@ -321,6 +321,13 @@ impl CardMemory {
         self.shared.unmap(0, 0);
     }
 
+    /// Zaps every mapping of every file, which the next access faults in
+    /// again if its file may still map it (a reset: the fenced files may
+    /// not, src/reset.rs).
+    pub(crate) fn zap_all(&self) {
+        self.shared.unmap(0, 0);
+    }
+
     /// Sets `vma` up for a BAR.
     pub(crate) fn mmap(&self, vma: &VmaNew, caching: Caching) -> Result {
         if !*self.live.lock() {

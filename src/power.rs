@@ -22,20 +22,19 @@
 //! payload) and `module.c` (`power_policy`, `idle_power_down_grace_ms`).
 
 use crate::{
-    arbiter::OwnerId,
+    arbiter::{
+        Fence,
+        OwnerId, //
+    },
     arc::{
         ArcMessage,
-        ArcQueue, //
+        Firmware, //
     },
-    mapping::CardMemory,
     rust_ext::task::{
         comm,
         TASK_COMM_LEN, //
     },
-    tlb::{
-        Family,
-        Layout, //
-    },
+    tlb::Family,
     uapi::SetPowerState,
 };
 use kernel::{
@@ -187,6 +186,8 @@ struct Votes {
     powerdown_at: Option<Instant<Monotonic>>,
     /// The card is unbound: nothing more is sent.
     gone: bool,
+    /// The files the last reset fenced: their votes no longer count.
+    fence: Fence,
 }
 
 /// A voter as sysfs shows it: pid in the reader's namespace, comm, vote.
@@ -206,8 +207,7 @@ pub(crate) struct PowerInfo {
 pub(crate) struct CardPower {
     #[pin]
     votes: Mutex<Votes>,
-    #[pin]
-    arc: ArcQueue,
+
     /// Whether the driver tells the firmware at all (`power_policy`).
     policy: bool,
     /// How long the last close waits before powering down; zero for at
@@ -229,8 +229,9 @@ impl CardPower {
                 failures: 0,
                 powerdown_at: None,
                 gone: false,
+                fence: Fence::default(),
             }),
-            arc <- ArcQueue::new(),
+
             policy,
             grace,
         })
@@ -238,9 +239,16 @@ impl CardPower {
 
     /// Sends what the votes add up to, with `votes` locked (so that what
     /// the firmware last heard is what the votes are).
-    fn send_locked(&self, votes: &mut Votes, memory: &CardMemory, layout: &Layout) -> Result {
-        let state = aggregate(votes.voters.iter().map(|v| &v.vote));
-        let sent = self.arc.send(memory, layout, &state.message(layout.family));
+    fn send_locked(&self, votes: &mut Votes, firmware: &Firmware<'_>) -> Result {
+        // As tt-kmd: a chip being reset is not told (POST_RESET does not
+        // tell it either; the next vote that changes does).
+        if firmware.in_reset {
+            return Err(EAGAIN);
+        }
+        let fence = votes.fence;
+        let counted = votes.voters.iter().filter(|v| !fence.is_stale(v.owner));
+        let state = aggregate(counted.map(|v| &v.vote));
+        let sent = firmware.send(&state.message(firmware.family()));
         let accepted = matches!(sent, Ok(answer) if answer[0] == 0);
         votes.messages += 1;
         if !accepted {
@@ -255,23 +263,17 @@ impl CardPower {
     }
 
     /// At probe: no vote yet, the card idles until a file asks for more.
-    pub(crate) fn probe(&self, memory: &CardMemory, layout: &Layout) -> Result {
+    pub(crate) fn probe(&self, firmware: &Firmware<'_>) -> Result {
         if !self.policy {
             return Ok(());
         }
-        self.send_locked(&mut self.votes.lock(), memory, layout)
+        self.send_locked(&mut self.votes.lock(), firmware)
     }
 
     /// A file is opened: its vote counts from now on, and a pending
     /// powerdown is off. A failure to tell the firmware does not fail the
     /// open (tt-kmd warns too); it is counted in sysfs.
-    pub(crate) fn open(
-        &self,
-        owner: OwnerId,
-        append: bool,
-        memory: &CardMemory,
-        layout: &Layout,
-    ) -> Result {
+    pub(crate) fn open(&self, owner: OwnerId, append: bool, firmware: &Firmware<'_>) -> Result {
         let task: ARef<Task> = kernel::current!().group_leader().into();
         let name = comm(&task);
         let vote = PowerVote::at_open(append);
@@ -287,8 +289,10 @@ impl CardPower {
         )?;
         votes.powerdown_at = None;
         if self.policy && vote.counts() && !votes.gone {
-            if let Err(e) = self.send_locked(&mut votes, memory, layout) {
-                pr_warn!("power state not sent at open: {:?}\n", e);
+            match self.send_locked(&mut votes, firmware) {
+                // In reset: the state is sent with the next vote.
+                Ok(()) | Err(EAGAIN) => {}
+                Err(e) => pr_warn!("power state not sent at open: {:?}\n", e),
             }
         }
         Ok(())
@@ -296,21 +300,14 @@ impl CardPower {
 
     /// SET_POWER_STATE: the file's vote is `vote` from now on (also if the
     /// firmware could not be told: `EINVAL`, as tt-kmd says).
-    pub(crate) fn set(
-        &self,
-        owner: OwnerId,
-        vote: PowerVote,
-        memory: &CardMemory,
-        layout: &Layout,
-    ) -> Result {
+    pub(crate) fn set(&self, owner: OwnerId, vote: PowerVote, firmware: &Firmware<'_>) -> Result {
         let mut votes = self.votes.lock();
         let voter = votes.voters.iter_mut().find(|v| v.owner == owner);
         voter.ok_or(EINVAL)?.vote = vote;
         if !self.policy {
             return Ok(());
         }
-        self.send_locked(&mut votes, memory, layout)
-            .map_err(|_| EINVAL)
+        self.send_locked(&mut votes, firmware).map_err(|_| EINVAL)
     }
 
     /// A file is released: its vote goes. When the card is to power down
@@ -320,8 +317,7 @@ impl CardPower {
     pub(crate) fn release(
         &self,
         owner: OwnerId,
-        memory: &CardMemory,
-        layout: &Layout,
+        firmware: &Firmware<'_>,
         schedule: impl FnOnce(Delta),
     ) {
         let mut votes = self.votes.lock();
@@ -338,7 +334,7 @@ impl CardPower {
             schedule(self.grace);
         } else {
             // Nothing to do about a failure: the file is gone either way.
-            let _ = self.send_locked(&mut votes, memory, layout);
+            let _ = self.send_locked(&mut votes, firmware);
         }
         drop(votes);
         // The opener's task reference goes after the mutex.
@@ -350,12 +346,7 @@ impl CardPower {
     /// grace): powers down if the grace is over and no open came meanwhile,
     /// or calls `schedule` with what is left of it, as
     /// [`CardPower::release`] does.
-    pub(crate) fn powerdown(
-        &self,
-        memory: &CardMemory,
-        layout: &Layout,
-        schedule: impl FnOnce(Delta),
-    ) {
+    pub(crate) fn powerdown(&self, firmware: &Firmware<'_>, schedule: impl FnOnce(Delta)) {
         let mut votes = self.votes.lock();
         let Some(at) = votes.powerdown_at else {
             return;
@@ -370,7 +361,18 @@ impl CardPower {
         }
         votes.powerdown_at = None;
         // Sent as the votes are now: none, or an open raced with this.
-        let _ = self.send_locked(&mut votes, memory, layout);
+        let _ = self.send_locked(&mut votes, firmware);
+    }
+
+    /// The card is being reset: the fenced files' votes no longer count
+    /// (nothing is sent now; tt-kmd 2.10 does not either).
+    pub(crate) fn fence(&self, fence: Fence) {
+        self.votes.lock().fence = fence;
+    }
+
+    /// A pending powerdown does not come (a reset began).
+    pub(crate) fn cancel_powerdown(&self) {
+        self.votes.lock().powerdown_at = None;
     }
 
     /// The card is unbound: nothing more is sent.

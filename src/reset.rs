@@ -1,31 +1,60 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RESET_DEVICE (tt-kmd 2.10's command and flags), as far as this driver
-//! goes today.
+//! RESET_DEVICE (tt-kmd 2.10's command, flags and results).
 //!
 //! - `RESTORE_STATE` (0): puts back the configuration space saved at probe
 //!   (after a reset the card went through by other means) and saves it
 //!   again; fails (`result` 1) if the function does not answer as a
-//!   Tenstorrent card or nothing was saved. tt-kmd also re-initialises its
-//!   hardware state here; this driver keeps none that a reset loses.
+//!   Tenstorrent card or nothing was saved.
+//! - `RESET_PCIE_LINK` (1): every mapping of the card is zapped (faulted in
+//!   again by the next access), then the link is hot-reset through the
+//!   slot or bus (`pci_reset_bus()`, which saves and restores the
+//!   configuration space around it). No file is fenced, as in tt-kmd.
+//! - `CONFIG_WRITE` (2), `USER_RESET` (3), `ASIC_RESET` (4),
+//!   `ASIC_DMC_RESET` (5): the card's other files are fenced first
+//!   ([`Card::fence_all_but`]), then: 2 fires the PCIe interface timer
+//!   (which makes a Blackhole reset itself); 3 only sets the reset marker,
+//!   userspace resets the chip; 4 and 5 set the marker and ask the ARC
+//!   firmware to reset the chip (Wormhole: NOP then TRIGGER_RESET through
+//!   the mailbox, argument 3 for 5; Blackhole 4: the interface timer, 5:
+//!   TEST then TRIGGER_RESET with 3 through the message queue). After 3-5
+//!   the card needs POST_RESET: until then every file may only ask for
+//!   device and driver info or reset (other commands `ENODEV`), even if
+//!   the reset failed, as in tt-kmd.
 //! - `POST_RESET` (6): succeeds when the reset marker (Parity Error
-//!   Response in the Command register, which the resetting tools set and a
-//!   reset clears) is clear.
-//! - The resets themselves (1-5: PCIe link, config write, user, ASIC, ASIC
-//!   and board controller) answer `EOPNOTSUPP`: they need the other files
-//!   of the card fenced first (every later command on them `ENODEV`, their
-//!   windows and mappings revoked), which is not done yet.
+//!   Response in the Command register, which a chip reset clears) is clear;
+//!   after 3-5 it also restores the configuration space and ends the wait.
+//!
+//! The reset marker and the interface timer are tt-kmd 2.10's `pcie.c`
+//! (`set_reset_marker`, `pcie_timer_interrupt`: config 0x934 = 1, then
+//! 0x930 = 0x11); the firmware messages its `wormhole_reset` and
+//! `blackhole_reset`. Unlike tt-kmd, a Wormhole whose ARC does not answer
+//! the NOP is not hot-reset in a loop (its `auto_reset_timeout`): the reset
+//! fails at once (`result` 1).
 //!
 //! The command reads only `in` and, as tt-kmd's, clears the caller's
 //! `output_size_bytes` bytes of `out` before writing `output_size_bytes` 8
-//! and `result` (0 success, 1 failure) into them.
+//! and `result` (0 success, 1 failure) into them. Resets of a card are one
+//! at a time; a reset takes no lock a waiter may hold: waiters are woken
+//! and leave, they are not waited for.
 
-use crate::rust_ext::{
-    bound::WhileBound,
-    pci::{
-        restore_state,
-        save_state, //
+use crate::{
+    arbiter::OwnerId,
+    arc::Firmware,
+    card::Card,
+    rust_ext::{
+        bound::WhileBound,
+        pci::{
+            reset_bus,
+            restore_state,
+            save_state, //
+        },
     },
+    tlb::Family,
+};
+use core::sync::atomic::{
+    AtomicBool,
+    Ordering, //
 };
 use kernel::{
     device::{
@@ -35,23 +64,45 @@ use kernel::{
     io::Io,
     pci,
     prelude::*,
+    time::Delta, //
 };
 
 pub(crate) const RESET_RESTORE_STATE: u32 = 0;
+pub(crate) const RESET_PCIE_LINK: u32 = 1;
+pub(crate) const RESET_CONFIG_WRITE: u32 = 2;
+pub(crate) const RESET_USER: u32 = 3;
+pub(crate) const RESET_ASIC: u32 = 4;
+pub(crate) const RESET_ASIC_DMC: u32 = 5;
 pub(crate) const RESET_POST_RESET: u32 = 6;
-/// The flags of the resets themselves (tt-kmd 2.10 ioctl.h).
-const RESET_FIRST: u32 = 1;
-const RESET_LAST: u32 = 5;
 
 const VENDOR_TENSTORRENT: u16 = 0x1e52;
 const PCI_COMMAND: usize = 0x04;
 /// The Command register's Parity Error Response bit: tt-kmd's reset marker.
 const PCI_COMMAND_PARITY: u16 = 1 << 6;
+/// The PCIe controller's interface timer, in the vendor part of the
+/// configuration space: its target, then its control (enable | force
+/// pending) fires it.
+const INTERFACE_TIMER_TARGET: usize = 0x934;
+const INTERFACE_TIMER_CONTROL: usize = 0x930;
+const INTERFACE_TIMER_FIRE: u32 = 0x11;
+
+/// ARC firmware messages of a reset: Wormhole mailbox NOP and both chips'
+/// TRIGGER_RESET, Blackhole's queue TEST; TRIGGER_RESET's argument 3 also
+/// resets the board management controller.
+const MSG_NOP: u8 = 0x11;
+const MSG_TRIGGER_RESET: u8 = 0x56;
+const MSG_TEST: u8 = 0x90;
+const TRIGGER_RESET_WITH_DMC: u16 = 3;
+/// How long Wormhole's ARC may take to answer the NOP (tt-kmd: 1000 µs).
+const NOP_TIMEOUT: Delta = Delta::from_millis(1);
 
 /// A card's PCI function, for the commands that reach its configuration
 /// space; gone when the card is unbound.
 pub(crate) struct CardFunction {
     bound: WhileBound<()>,
+    /// A reset of the chip (3-5) was asked for and no POST_RESET followed:
+    /// the card is not usable until one does.
+    needs_post_reset: AtomicBool,
 }
 
 impl CardFunction {
@@ -61,6 +112,7 @@ impl CardFunction {
         let dev: &Device<Bound> = pdev.as_ref();
         Ok(Self {
             bound: WhileBound::new(dev, ())?,
+            needs_post_reset: AtomicBool::new(false),
         })
     }
 
@@ -71,21 +123,158 @@ impl CardFunction {
         })
     }
 
-    /// RESET_DEVICE with `flags`: whether it succeeded (the command's
-    /// `result` is its negation). `EINVAL` for an unknown flag, `EOPNOTSUPP`
-    /// for the resets not done yet, `ENODEV` once the card is unbound.
-    pub(crate) fn reset(&self, flags: u32) -> Result<bool> {
-        match flags {
-            RESET_RESTORE_STATE => self.with(|pdev| {
-                let vendor = pdev.config_space().try_read16(0)?;
-                Ok(vendor == VENDOR_TENSTORRENT && restore_state(pdev))
-            }),
-            RESET_POST_RESET => self.with(|pdev| {
-                let command = pdev.config_space().try_read16(PCI_COMMAND)?;
-                Ok(command & PCI_COMMAND_PARITY == 0)
-            }),
-            RESET_FIRST..=RESET_LAST => Err(EOPNOTSUPP),
-            _ => Err(EINVAL),
+    /// Whether the card waits for POST_RESET after a reset of its chip.
+    pub(crate) fn needs_post_reset(&self) -> bool {
+        self.needs_post_reset.load(Ordering::Acquire)
+    }
+
+    fn restore_state(&self) -> Result<bool> {
+        self.with(|pdev| {
+            let vendor = pdev.config_space().try_read16(0)?;
+            Ok(vendor == VENDOR_TENSTORRENT && restore_state(pdev))
+        })
+    }
+
+    fn marker_clear(&self) -> Result<bool> {
+        self.with(|pdev| {
+            let command = pdev.config_space().try_read16(PCI_COMMAND)?;
+            Ok(command & PCI_COMMAND_PARITY == 0)
+        })
+    }
+
+    /// Sets the reset marker, which the chip's reset clears.
+    fn set_marker(&self) -> Result {
+        self.with(|pdev| {
+            let config = pdev.config_space();
+            let command = config.try_read16(PCI_COMMAND)?;
+            config.try_write16(command | PCI_COMMAND_PARITY, PCI_COMMAND)
+        })
+    }
+
+    fn fire_interface_timer(&self) -> Result {
+        self.with(|pdev| {
+            let config = pdev.config_space();
+            config.try_write32(1, INTERFACE_TIMER_TARGET)?;
+            config.try_write32(INTERFACE_TIMER_FIRE, INTERFACE_TIMER_CONTROL)
+        })
+    }
+
+    /// The hot reset puts the configuration space back itself (and uses up
+    /// the state saved at probe): it is saved again for RESTORE_STATE.
+    fn reset_link(&self) -> Result<bool> {
+        self.with(|pdev| {
+            reset_bus(pdev)?;
+            let vendor = pdev.config_space().try_read16(0)?;
+            save_state(pdev);
+            Ok(vendor == VENDOR_TENSTORRENT)
+        })
+    }
+}
+
+/// Asks the firmware to reset the chip (flags 4 and 5), the reset marker
+/// set first: whether the request went out.
+fn reset_chip(function: &CardFunction, firmware: &Firmware<'_>, with_dmc: bool) -> Result<bool> {
+    match (firmware.family(), with_dmc) {
+        (Family::Wormhole, _) => {
+            if firmware
+                .wh_mailbox(MSG_NOP, (0, 0), Some(NOP_TIMEOUT))
+                .is_err()
+            {
+                return Ok(false);
+            }
+            function.set_marker()?;
+            let level = if with_dmc { TRIGGER_RESET_WITH_DMC } else { 0 };
+            // The chip resets instead of answering.
+            Ok(firmware
+                .wh_mailbox(MSG_TRIGGER_RESET, (level, 0), None)
+                .is_ok())
         }
+        (Family::Blackhole, false) => {
+            function.set_marker()?;
+            function.fire_interface_timer()?;
+            Ok(true)
+        }
+        (Family::Blackhole, true) => {
+            // A NOC that does not carry this will not carry the reset.
+            let mut test = [0u32; 8];
+            test[0] = MSG_TEST.into();
+            match firmware.send(&test) {
+                Ok(answer) if answer[0] & 0xFF == 0 => {}
+                _ => return Ok(false),
+            }
+            function.set_marker()?;
+            let mut trigger = [0u32; 8];
+            trigger[0] = MSG_TRIGGER_RESET.into();
+            trigger[1] = TRIGGER_RESET_WITH_DMC.into();
+            // Its answer may not come: the chip is resetting.
+            let _ = firmware.send(&trigger);
+            Ok(true)
+        }
+    }
+}
+
+impl Card {
+    /// RESET_DEVICE with `flags` from the file `resetter`: whether it
+    /// succeeded (the command's `result` is its negation). `EINVAL` for an
+    /// unknown flag, `ENODEV` once the card is unbound.
+    pub(crate) fn reset_device(&self, resetter: OwnerId, flags: u32) -> Result<bool> {
+        if flags > RESET_POST_RESET {
+            return Err(EINVAL);
+        }
+        let _one_at_a_time = self.resetting.lock();
+        // As tt-kmd: whatever the reset, a powerdown waiting for its grace
+        // does not come after it.
+        self.power.cancel_powerdown();
+        let function = &self.function;
+        match flags {
+            RESET_RESTORE_STATE => function.restore_state(),
+            RESET_PCIE_LINK => {
+                self.memory.zap_all();
+                function.reset_link()
+            }
+            RESET_CONFIG_WRITE => {
+                self.fence_all_but(resetter);
+                function.fire_interface_timer()?;
+                Ok(true)
+            }
+            RESET_USER | RESET_ASIC | RESET_ASIC_DMC => {
+                self.fence_all_but(resetter);
+                // Also when the reset fails: the chip's state is unknown.
+                function.needs_post_reset.store(true, Ordering::Release);
+                match flags {
+                    RESET_USER => function.set_marker().map(|()| true),
+                    _ => reset_chip(function, &self.firmware(), flags == RESET_ASIC_DMC),
+                }
+            }
+            _ => {
+                if !function.needs_post_reset() {
+                    return function.marker_clear();
+                }
+                function.needs_post_reset.store(false, Ordering::Release);
+                Ok(function.marker_clear()? && function.restore_state()?)
+            }
+        }
+    }
+
+    /// Fences every file of the card but `survivor` (see
+    /// [`crate::arbiter::Arbiter::fence_all_but`]): every later command on
+    /// them is `ENODEV`, their queued lock and window requests wake with
+    /// `ENODEV`, their windows are freed and revoked, their power votes no
+    /// longer count, and every mapping of the card is zapped (theirs fault
+    /// no more, the survivor's and newer files' fault in again). Their
+    /// locks stay held until they close; their DMA buffers and pinned
+    /// pages stay until then too, as in tt-kmd.
+    fn fence_all_but(&self, survivor: OwnerId) {
+        let fence = self.arbiter.fence_all_but(survivor);
+        let layout = self.tlb.layout();
+        self.tlb
+            .fence(fence, &|id| self.memory.revoke_window(layout, id));
+        self.power.fence(fence);
+        self.memory.zap_all();
+    }
+
+    /// Whether a reset fenced the file `owner`.
+    pub(crate) fn is_fenced(&self, owner: OwnerId) -> bool {
+        self.arbiter.is_stale(owner)
     }
 }

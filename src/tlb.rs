@@ -15,6 +15,7 @@
 
 use crate::{
     arbiter::{
+        Fence,
         OwnerId,
         Requester, //
     },
@@ -272,6 +273,8 @@ impl Sleeper for Waiter {
 
 struct State {
     gone: bool,
+    /// The files the last reset fenced: they get no window.
+    fence: Fence,
     /// The holder of each window, by id.
     holders: KVec<Option<Holder>>,
     /// Windows freed whose mappings are being revoked: neither held nor
@@ -311,6 +314,7 @@ impl TlbPool {
             layout,
             state <- new_mutex!(State {
                 gone: false,
+                fence: Fence::default(),
                 holders,
                 revoking,
                 queues: [Fifo::new(), Fifo::new(), Fifo::new()],
@@ -336,7 +340,7 @@ impl TlbPool {
             .class_of_size(size)
             .ok_or(TlbError::NoSuchSize)?;
         let mut state = self.state.lock();
-        if state.gone {
+        if state.gone || state.fence.is_stale(owner) {
             return Err(TlbError::Gone);
         }
         if state.queues[class].is_empty() {
@@ -375,13 +379,16 @@ impl TlbPool {
             )
         });
         match result {
-            Ok(id) if !state.gone => {
+            Ok(id) if !state.gone && !state.fence.is_stale(owner) => {
                 let mut window = self.layout.window(id).ok_or(TlbError::Gone)?;
                 window.waited_ns = u64::try_from(monotonic_ns() - start).unwrap_or(0);
                 Ok(window)
             }
             Ok(id) => {
+                // Granted as the card went or the file was fenced: the
+                // caller never had it, nothing of it is mapped.
                 state.holders[id] = None;
+                state.hand_off(&self.layout, id);
                 Err(TlbError::Gone)
             }
             Err(e) => {
@@ -443,6 +450,35 @@ impl TlbPool {
 
     /// Frees every window of `owner` as [`TlbPool::free_revoking`] does.
     pub(crate) fn free_all_revoking(&self, owner: OwnerId, revoke: &dyn Fn(usize)) {
+        self.free_held_revoking(&|holder| holder == owner, revoke);
+    }
+
+    /// The card is being reset (see [`crate::arbiter::Arbiter::fence_all_but`]):
+    /// the fenced files' waiters leave the queues and wake with
+    /// [`TlbError::Gone`], their windows are freed as
+    /// [`TlbPool::free_revoking`] does, and they get no window again (tt-kmd
+    /// 2.10 reclaims them too; the resetter keeps its own).
+    pub(crate) fn fence(&self, fence: Fence, revoke: &dyn Fn(usize)) {
+        let mut state = self.state.lock();
+        state.fence = fence;
+        for class in 0..MAX_CLASSES {
+            let mut position = 0;
+            while let Some(waiter) = state.queues[class].get(position).cloned() {
+                if fence.is_stale(waiter.owner) {
+                    let _ = state.queues[class].remove(position);
+                    state.wakeups.push(waiter);
+                } else {
+                    position += 1;
+                }
+            }
+        }
+        unlock(state);
+        self.free_held_revoking(&|holder| fence.is_stale(holder), revoke);
+    }
+
+    /// Frees every window whose holder `freed_holder` picks, as
+    /// [`TlbPool::free_revoking`] does.
+    fn free_held_revoking(&self, freed_holder: &dyn Fn(OwnerId) -> bool, revoke: &dyn Fn(usize)) {
         let mut freed = [0u64; MAX_WINDOWS as usize / 64];
         let mut state = self.state.lock();
         for id in 0..state.holders.len() {
@@ -450,7 +486,10 @@ impl TlbPool {
                 // No layout has more windows than ids go.
                 break;
             };
-            if state.holders[id].as_ref().is_some_and(|h| h.owner == owner) {
+            if state.holders[id]
+                .as_ref()
+                .is_some_and(|h| freed_holder(h.owner))
+            {
                 state.holders[id] = None;
                 state.revoking[id] = true;
                 *word |= 1 << (id % 64);
@@ -588,7 +627,7 @@ impl State {
     ) -> Option<Result<usize, TlbError>> {
         let settled = wait::settle(
             *waiter.grant.access(self),
-            self.gone,
+            self.gone || self.fence.is_stale(waiter.owner),
             interrupted,
             timed_out,
         )?;

@@ -576,14 +576,27 @@ struct tenstorrent_power_state {
 };
 
 /*
- * RESET_DEVICE (tt-kmd 2.10's struct and flags). RESTORE_STATE puts back
- * the configuration space saved at probe; POST_RESET succeeds when the
- * reset marker (PCI_COMMAND_PARITY) is clear. The resets themselves (1-5)
- * are EOPNOTSUPP in this version; other flags EINVAL. The kernel reads only
- * `in`; the caller's output_size_bytes bytes of `out` are cleared, then get
- * output_size_bytes 8 and result (0 success, 1 failure).
+ * RESET_DEVICE (tt-kmd 2.10's struct, flags and results). RESTORE_STATE
+ * puts back the configuration space saved at probe; RESET_PCIE_LINK
+ * hot-resets the link; CONFIG_WRITE fires the PCIe interface timer;
+ * USER_RESET sets the reset marker (PCI_COMMAND_PARITY) for userspace to
+ * reset the chip; ASIC_RESET and ASIC_DMC_RESET (with the board
+ * management controller) have the firmware reset it. 2-5 first fence the
+ * card's other files: every later command of theirs is ENODEV, their
+ * waiters wake with ENODEV, their windows and mappings are revoked, their
+ * locks stay held until they close. After 3-5 only GET_DEVICE_INFO,
+ * GET_DRIVER_INFO and RESET_DEVICE answer (others ENODEV) until
+ * POST_RESET, which succeeds when the marker is clear. Other flags EINVAL.
+ * The kernel reads only `in`; the caller's output_size_bytes bytes of
+ * `out` are cleared, then get output_size_bytes 8 and result (0 success,
+ * 1 failure).
  */
 #define TENSTORRENT_RESET_DEVICE_RESTORE_STATE	0
+#define TENSTORRENT_RESET_DEVICE_RESET_PCIE_LINK	1
+#define TENSTORRENT_RESET_DEVICE_CONFIG_WRITE	2
+#define TENSTORRENT_RESET_DEVICE_USER_RESET	3
+#define TENSTORRENT_RESET_DEVICE_ASIC_RESET	4
+#define TENSTORRENT_RESET_DEVICE_ASIC_DMC_RESET	5
 #define TENSTORRENT_RESET_DEVICE_POST_RESET	6
 
 struct tenstorrent_reset_device_in {

@@ -654,6 +654,16 @@ pub const IOCTL_MAP_PEER_BAR: u32 = io(IOCTL_MAGIC, 9);
 pub const IOCTL_RESET_DEVICE: u32 = io(IOCTL_MAGIC, 6);
 /// RESET_DEVICE flag: restore the configuration space saved at probe.
 pub const RESET_DEVICE_RESTORE_STATE: u32 = 0;
+/// RESET_DEVICE flag: hot-reset the PCIe link.
+pub const RESET_DEVICE_RESET_PCIE_LINK: u32 = 1;
+/// RESET_DEVICE flag: fire the PCIe interface timer (fences other files).
+pub const RESET_DEVICE_CONFIG_WRITE: u32 = 2;
+/// RESET_DEVICE flag: set the reset marker; userspace resets the chip.
+pub const RESET_DEVICE_USER_RESET: u32 = 3;
+/// RESET_DEVICE flag: the firmware resets the chip.
+pub const RESET_DEVICE_ASIC_RESET: u32 = 4;
+/// RESET_DEVICE flag: the firmware resets the chip and its board controller.
+pub const RESET_DEVICE_ASIC_DMC_RESET: u32 = 5;
 /// RESET_DEVICE flag: check the reset marker is clear.
 pub const RESET_DEVICE_POST_RESET: u32 = 6;
 /// SET_NOC_CLEANUP, `_IO(0xFA, 14)` (C driver).
@@ -856,6 +866,26 @@ pub const DEFINES: &[(&str, u64)] = &[
     (
         "TENSTORRENT_RESET_DEVICE_POST_RESET",
         RESET_DEVICE_POST_RESET as u64,
+    ),
+    (
+        "TENSTORRENT_RESET_DEVICE_RESET_PCIE_LINK",
+        RESET_DEVICE_RESET_PCIE_LINK as u64,
+    ),
+    (
+        "TENSTORRENT_RESET_DEVICE_CONFIG_WRITE",
+        RESET_DEVICE_CONFIG_WRITE as u64,
+    ),
+    (
+        "TENSTORRENT_RESET_DEVICE_USER_RESET",
+        RESET_DEVICE_USER_RESET as u64,
+    ),
+    (
+        "TENSTORRENT_RESET_DEVICE_ASIC_RESET",
+        RESET_DEVICE_ASIC_RESET as u64,
+    ),
+    (
+        "TENSTORRENT_RESET_DEVICE_ASIC_DMC_RESET",
+        RESET_DEVICE_ASIC_DMC_RESET as u64,
     ),
     (
         "TENSTORRENT_IOCTL_SET_NOC_CLEANUP",

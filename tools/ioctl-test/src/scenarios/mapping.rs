@@ -99,7 +99,7 @@ pub(super) fn alloc(dev: &impl AsRawFd, size: u64) -> io::Result<abi::AllocateTl
     ioctl(dev, abi::IOCTL_ALLOCATE_TLB, &mut a).map(|_| a.output)
 }
 
-fn free(dev: &impl AsRawFd, id: u32) -> io::Result<i32> {
+pub(super) fn free(dev: &impl AsRawFd, id: u32) -> io::Result<i32> {
     let mut f = abi::FreeTlb::default();
     f.input.id = id;
     ioctl(dev, abi::IOCTL_FREE_TLB, &mut f)

@@ -24,6 +24,8 @@ struct Load {
     owners: Owners,
     errors: FirstError,
     doubles: FirstError,
+    /// Files fenced by a reset, closed and opened again.
+    fenced: Counter,
 }
 
 impl Load {
@@ -34,11 +36,14 @@ impl Load {
             owners: Owners::new()?,
             errors: FirstError::new()?,
             doubles: FirstError::new()?,
+            fenced: Counter::new()?,
         })
     }
 
-    fn worker(&self, card: u32, span: u32, id: u32, seed: u64) -> i32 {
-        let dev = match open(card) {
+    /// With `fenced_reopens`, a file fenced by a reset (ENODEV) is closed,
+    /// which releases what it held, and the card opened again.
+    fn worker(&self, card: u32, span: u32, id: u32, seed: u64, fenced_reopens: bool) -> i32 {
+        let mut dev = match open(card) {
             Ok(d) => d,
             Err(e) => {
                 self.errors.report(&e);
@@ -87,6 +92,12 @@ impl Load {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::ETIMEDOUT)) => {
                     continue
                 }
+                Err(e) if fenced_reopens && e.raw_os_error() == Some(libc::ENODEV) => {
+                    match self.reopen(card, &mut dev) {
+                        Ok(()) => continue,
+                        Err(()) => return 1,
+                    }
+                }
                 Err(e) => {
                     self.errors.report(&format!(
                         "card {card} (stress on the other card): op {kind} on {mask:#x}: {}",
@@ -113,7 +124,18 @@ impl Load {
                 }
             }
             self.ops.get().fetch_add(1, Ordering::SeqCst);
-            if let Err(e) = release(&dev, mask) {
+            let released = release(&dev, mask);
+            if fenced_reopens
+                && matches!(&released, Err(e) if e.raw_os_error() == Some(libc::ENODEV))
+            {
+                // Fenced while holding: the locks stay held until the file
+                // closes, which the reopen does.
+                if self.reopen(card, &mut dev).is_err() {
+                    return 1;
+                }
+                continue;
+            }
+            if let Err(e) = released {
                 self.errors.report(&format!(
                     "card {card}: RELEASE {mask:#x}: {}",
                     outcome::<()>(&Err(e))
@@ -122,6 +144,22 @@ impl Load {
             }
         }
         0
+    }
+}
+
+impl Load {
+    fn reopen(&self, card: u32, dev: &mut Device) -> Result<(), ()> {
+        self.fenced.get().fetch_add(1, Ordering::SeqCst);
+        match open(card) {
+            Ok(d) => {
+                *dev = d;
+                Ok(())
+            }
+            Err(e) => {
+                self.errors.report(&format!("reopen after a reset: {e}"));
+                Err(())
+            }
+        }
     }
 }
 
@@ -157,7 +195,7 @@ pub fn unbind_rebind_under_load() -> TestResult {
     for id in 1..=sized(3u32, 4) {
         let seed = rng.next();
         let load = &load;
-        stressers.push(fork_child(&[], move || load.worker(1, 6, id, seed))?);
+        stressers.push(fork_child(&[], move || load.worker(1, 6, id, seed, false))?);
     }
     let results = Shared::new(4096)?;
     let i = 2u32;
@@ -432,4 +470,190 @@ pub fn module_reload() -> TestResult {
         left.report.join("\n")
     );
     Ok(())
+}
+
+/// Maps a window and a BAR page of card 0 and touches them, allocating,
+/// configuring and freeing the window, until `stop`; a file fenced by a
+/// reset (ENODEV) is opened again. A touch of a mapping a reset revoked
+/// ends the process with SIGBUS, which the caller expects.
+fn mapper(stop: &Counter, errors: &FirstError) -> i32 {
+    use super::super::mapping::{alloc, chip, configure, free, tensix};
+    const PAGE: usize = 4096;
+    let tile = tensix(chip(0));
+    let Ok(mut dev) = open(0) else {
+        errors.report("mapper: open");
+        return 1;
+    };
+    let fenced = |r: &std::io::Error| r.raw_os_error() == Some(libc::ENODEV);
+    while stop.get().load(Ordering::SeqCst) == 0 {
+        let round = (|| -> std::io::Result<()> {
+            let w = alloc(&dev, 1 << 20)?;
+            configure(&dev, w.id, tile, 0)?;
+            let window = crate::card::Mmio::new(&dev, w.mmap_offset_uc, PAGE)?;
+            let bar = crate::card::Mmio::new(&dev, 0, PAGE)?;
+            let _ = (window.read32(0), bar.read32(0));
+            drop((window, bar));
+            free(&dev, w.id)?;
+            Ok(())
+        })();
+        match round {
+            Ok(()) => {}
+            Err(e) if fenced(&e) => match open(0) {
+                Ok(d) => dev = d,
+                Err(e) => {
+                    errors.report(&format!("mapper: reopen: {e}"));
+                    return 1;
+                }
+            },
+            Err(e) => {
+                errors.report(&format!("mapper: {}", outcome::<()>(&Err(e))));
+                return 1;
+            }
+        }
+    }
+    0
+}
+
+/// Resets racing with what files do: lock workers on card 0 (a fenced
+/// file is closed, which releases its locks, and opened again), a mapper
+/// mapping, touching and freeing windows, and resets (CONFIG_WRITE, which
+/// fences every other file and on a Wormhole touches nothing else) from a
+/// file of their own, in a loop; then resets racing with an unbind. No lock
+/// is lost or held twice, every error is one a reset explains, the card
+/// comes back fresh, and the kernel reports nothing (the harness reads
+/// its log).
+pub fn resets_under_load() -> TestResult {
+    let iterations = sized(20, 200);
+    let bdf0 = bdf(0)?;
+    let left = check_all_free(&[0])?;
+    ensure!(
+        left.lost == 0,
+        "locks not free at start:\n{}",
+        left.report.join("\n")
+    );
+    let mut rng = Rng::new(seed("resets"));
+    let load = Load::new()?;
+    let mut workers = Vec::new();
+    for id in 1..=4u32 {
+        let seed = rng.next();
+        let load = &load;
+        workers.push(fork_child(&[], move || load.worker(0, 6, id, seed, true))?);
+    }
+    let stop = Counter::new()?;
+    let mapper_errors = FirstError::new()?;
+    let mut result = Ok(());
+    let mut sigbus = 0u64;
+    for it in 0..iterations {
+        stop.get().store(0, Ordering::SeqCst);
+        let (stop, errors) = (&stop, &mapper_errors);
+        let pid = fork_child(&[], move || mapper(stop, errors))?;
+        let r = (|| -> TestResult {
+            let resetter = open(0)?;
+            let mut r = abi::ResetDevice::default();
+            r.input.output_size_bytes = 8;
+            r.input.flags = 2;
+            expect_ok(
+                ioctl(&resetter, abi::IOCTL_RESET_DEVICE, &mut r),
+                "RESET_DEVICE",
+            )?;
+            ensure_eq!(r.output.result, 0, "CONFIG_WRITE result");
+            Ok(())
+        })();
+        stop.get().store(1, Ordering::SeqCst);
+        match reap_until(pid, Instant::now() + PATIENCE) {
+            Some(0) => {}
+            Some(s) if died_of(s, libc::SIGBUS) => sigbus += 1,
+            Some(s) => {
+                result = Err(format!(
+                    "mapper: {}: {}",
+                    describe_status(s),
+                    mapper_errors.first()
+                ));
+            }
+            None => {
+                kill_reap(pid);
+                result = Err("mapper stuck".into());
+            }
+        }
+        if let Err(e) = r {
+            result = Err(format!("iteration {it}: {e}"));
+        }
+        if result.is_err() {
+            break;
+        }
+    }
+    load.stop.get().store(1, Ordering::SeqCst);
+    let mut stuck = 0;
+    for pid in workers {
+        match reap_until(pid, Instant::now() + PATIENCE) {
+            Some(0) => {}
+            Some(s) if result.is_ok() => {
+                result = Err(format!(
+                    "worker {}: {}",
+                    describe_status(s),
+                    load.errors.first()
+                ));
+            }
+            Some(_) => {}
+            None => {
+                stuck += 1;
+                kill_reap(pid);
+            }
+        }
+    }
+    let left = check_all_free(&[0])?;
+    figure("resets", iterations);
+    figure("fenced_reopens", load.fenced.get().load(Ordering::SeqCst));
+    figure("mapper_sigbus", sigbus);
+    figure("operations", load.ops.get().load(Ordering::SeqCst));
+    result?;
+    ensure!(stuck == 0, "{stuck} worker(s) stuck at the end");
+    ensure!(load.errors.count() == 0, "workers: {}", load.errors.first());
+    ensure!(
+        load.doubles.count() == 0,
+        "double holders: {}",
+        load.doubles.first()
+    );
+    ensure!(
+        left.lost == 0,
+        "locks not free at the end:\n{}",
+        left.report.join("\n")
+    );
+    ensure!(
+        load.fenced.get().load(Ordering::SeqCst) > 0,
+        "no worker was ever fenced"
+    );
+
+    // Resets racing with an unbind: the resetter's call ends, with a result
+    // or ENODEV, and the card binds again fresh.
+    let racer = fork_child(&[], || {
+        let Ok(dev) = open(0) else { return 1 };
+        loop {
+            let mut r = abi::ResetDevice::default();
+            r.input.flags = 2;
+            match ioctl(&dev, abi::IOCTL_RESET_DEVICE, &mut r) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return 0,
+                Err(_) => return 1,
+            }
+        }
+    })?;
+    sysfs_write(&format!("{DRIVER}/unbind"), &bdf0)?;
+    let status = reap_until(racer, Instant::now() + PATIENCE);
+    sysfs_write(&format!("{DRIVER}/bind"), &bdf0)?;
+    wait_path(&node(0), true)?;
+    match status {
+        Some(0) => {}
+        Some(s) => {
+            return Err(format!(
+                "resetter racing the unbind: {}",
+                describe_status(s)
+            ))
+        }
+        None => {
+            kill_reap(racer);
+            return Err("resetter racing the unbind did not end".into());
+        }
+    }
+    fresh(0)
 }
