@@ -109,6 +109,15 @@ pub(crate) trait FileOperations: Send + Sync + Sized + 'static {
     fn may_split(_data: <Self::Ptr as ForeignOwnable>::Borrowed<'_>, _offset: u64) -> Result {
         Ok(())
     }
+
+    /// A VMA that [`FileOperations::mmap`] set up was copied into a new one
+    /// (a split, or `mremap` moving it), which maps the file from byte
+    /// `offset`; `tag` is what [`crate::rust_ext::mm::set_tag`] left.
+    fn vma_open(_data: <Self::Ptr as ForeignOwnable>::Borrowed<'_>, _offset: u64, _tag: usize) {}
+
+    /// A VMA that [`FileOperations::mmap`] set up, or a copy of one, goes
+    /// away (`munmap`, exit, the end of an `mremap` move).
+    fn vma_close(_data: <Self::Ptr as ForeignOwnable>::Borrowed<'_>, _offset: u64, _tag: usize) {}
 }
 
 /// A region of character device numbers and the device class of the nodes
@@ -472,7 +481,48 @@ impl<T: FileOperations> CharDevice<T> {
         }
     }
 
+    /// The file's private data, the VMA's offset in the file and its tag.
+    ///
+    /// # Safety
+    ///
+    /// `vma` is a live VMA whose `vm_ops` are `VM_OPS`, and whose `vm_file`
+    /// it holds a reference on.
+    unsafe fn vma_parts<'a>(
+        vma: *mut bindings::vm_area_struct,
+    ) -> (<T::Ptr as ForeignOwnable>::Borrowed<'a>, u64, usize) {
+        // SAFETY: As in `Self::fault`: the VMA is live and holds a reference
+        // on its `vm_file`, whose private data is `open`'s (`release` runs
+        // only once no VMA holds the file).
+        unsafe {
+            (
+                T::Ptr::borrow((*(*vma).vm_file).private_data.cast()),
+                ((*vma).vm_pgoff as u64) << kernel::page::PAGE_SHIFT,
+                (*vma).vm_private_data as usize,
+            )
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by the MM for a new copy of a VMA whose `vm_ops` are `VM_OPS`.
+    unsafe extern "C" fn vma_open(vma: *mut bindings::vm_area_struct) {
+        // SAFETY: the copy is live and holds a reference on the file.
+        let (data, offset, tag) = unsafe { Self::vma_parts(vma) };
+        T::vma_open(data, offset, tag);
+    }
+
+    /// # Safety
+    ///
+    /// Called by the MM before a VMA whose `vm_ops` are `VM_OPS` is freed.
+    unsafe extern "C" fn vma_close(vma: *mut bindings::vm_area_struct) {
+        // SAFETY: the VMA is still live and still holds its file reference.
+        let (data, offset, tag) = unsafe { Self::vma_parts(vma) };
+        T::vma_close(data, offset, tag);
+    }
+
     const VM_OPS: bindings::vm_operations_struct = bindings::vm_operations_struct {
+        open: Some(Self::vma_open),
+        close: Some(Self::vma_close),
         fault: Some(Self::fault),
         may_split: Some(Self::may_split),
         // SAFETY: All-zero is a valid `vm_operations_struct`: every field is

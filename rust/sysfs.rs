@@ -51,6 +51,15 @@ pub(crate) trait ShowAttribute: FileOperations {
 pub(crate) struct Page<'a> {
     buf: &'a mut [u8],
     len: usize,
+    error: Option<kernel::error::Error>,
+}
+
+impl Page<'_> {
+    /// Makes the read of the attribute fail with `error` instead of
+    /// returning what was written.
+    pub(crate) fn fail(&mut self, error: kernel::error::Error) {
+        self.error = Some(error);
+    }
 }
 
 impl fmt::Write for Page<'_> {
@@ -118,10 +127,17 @@ impl<T: ShowAttribute> IndexedAttribute<T> {
         // SAFETY: sysfs passes a buffer of `PAGE_SIZE` bytes, ours for the
         // duration of the call.
         let buf = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), PAGE_SIZE) };
-        let mut page = Page { buf, len: 0 };
+        let mut page = Page {
+            buf,
+            len: 0,
+            error: None,
+        };
         // A cut line is still worth showing: ignore the error that says so.
         let _ = data.show(this.group, this.index, &mut page);
-        page.len as isize
+        match page.error {
+            Some(e) => e.to_errno() as isize,
+            None => page.len as isize,
+        }
     }
 
     /// # Safety
@@ -175,8 +191,8 @@ impl<const N: usize> AttributeList<N> {
     }
 }
 
-/// An attribute group: a directory `name` of a device holding the
-/// attributes of a list.
+/// An attribute group: the attributes of a list, in a directory `name`
+/// of a device or, without a name, in the device's own directory.
 #[repr(transparent)]
 pub(crate) struct AttributeGroup(bindings::attribute_group);
 
@@ -185,13 +201,15 @@ unsafe impl Sync for AttributeGroup {}
 
 impl AttributeGroup {
     pub(crate) const fn new<T: ShowAttribute, const N: usize>(
-        name: &'static CStr,
+        name: Option<&'static CStr>,
         list: &'static AttributeList<N>,
     ) -> Self {
-        // SAFETY: All-zero is a valid `attribute_group`: no callbacks, no
-        // binary attributes.
+        // SAFETY: All-zero is a valid `attribute_group`: no name, no
+        // callbacks, no binary attributes.
         let mut group: bindings::attribute_group = unsafe { core::mem::zeroed() };
-        group.name = as_char_ptr_in_const_context(name);
+        if let Some(name) = name {
+            group.name = as_char_ptr_in_const_context(name);
+        }
         group.__bindgen_anon_1.is_visible = Some(IndexedAttribute::<T>::is_visible);
         group.__bindgen_anon_2.attrs = ptr::addr_of!(list.attrs)
             .cast::<*mut bindings::attribute>()

@@ -325,11 +325,7 @@ impl Firmware<'_> {
 
     fn exchange<R>(&self, f: impl FnOnce(&Exchange<'_>) -> Result<R>) -> Result<R> {
         let _exchange = self.messenger.exchange.lock();
-        f(&Exchange {
-            memory: self.memory,
-            layout: self.layout,
-            tile: ArcTile::of(self.layout.family),
-        })
+        f(&self.reader())
     }
 
     /// Sends Wormhole mailbox message `id` (see [`Exchange::mailbox`]): the
@@ -345,6 +341,34 @@ impl Firmware<'_> {
             return Err(EOPNOTSUPP);
         }
         self.exchange(|e| e.mailbox(id, args, answer_within))
+    }
+
+    /// Reads the word at ARC address `addr` of CSM, where the firmware
+    /// publishes its telemetry: a plain memory read, taken by no exchange.
+    /// `EIO` outside CSM.
+    pub(crate) fn read_csm(&self, addr: u32) -> Result<u32> {
+        self.reader().csm_read(addr)
+    }
+
+    /// Where the firmware publishes its telemetry: the ARC addresses of its
+    /// tag table and of its values (Wormhole: reset unit `+0x1D0`/`+0x1D4`;
+    /// Blackhole: `SCRATCH_RAM[13]`/`[12]`; tt-kmd 2.10 `telemetry.c`).
+    pub(crate) fn telemetry_pointers(&self) -> Result<(u32, u32)> {
+        let reader = self.reader();
+        let reset_unit = reader.tile.reset_unit();
+        let (table, values) = match self.family() {
+            Family::Wormhole => (reset_unit + 0x1D0, reset_unit + 0x1D4),
+            Family::Blackhole => (reset_unit + 0x400 + 4 * 13, reset_unit + 0x400 + 4 * 12),
+        };
+        Ok((reader.read(table)?, reader.read(values)?))
+    }
+
+    fn reader(&self) -> Exchange<'_> {
+        Exchange {
+            memory: self.memory,
+            layout: self.layout,
+            tile: ArcTile::of(self.layout.family),
+        }
     }
 
     /// Sends `request` to the message queue and returns the firmware's

@@ -19,6 +19,7 @@ use crate::{
     power::CardPower,
     reset::CardFunction,
     rust_ext::workqueue::cancel_delayed_work_sync,
+    telemetry::Telemetry,
     tlb::{
         Layout,
         TlbPool, //
@@ -90,6 +91,9 @@ pub(crate) struct Card {
     /// The files' power votes and what the firmware was told (src/power.rs).
     #[pin]
     pub(crate) power: CardPower,
+    /// Where the firmware's telemetry is (src/telemetry.rs).
+    #[pin]
+    pub(crate) telemetry: Telemetry,
     /// Held while the card is reset (src/reset.rs): one reset at a time.
     #[pin]
     pub(crate) resetting: Mutex<()>,
@@ -131,6 +135,7 @@ impl Card {
             gate <- OpenGate::new(),
             arc <- ArcMessenger::new(),
             power <- power,
+            telemetry <- Telemetry::new(),
             resetting <- new_mutex!(()),
             powerdown <- new_delayed_work!("Card::powerdown"),
             openers <- new_mutex!(KVec::new()),

@@ -18,6 +18,7 @@ use crate::{
     rust_ext::{
         chrdev::CharDevice,
         dma::set_dma_mask,
+        hwmon::Registration,
         pci::vendor, //
     }, //
     sysfs::CARD_GROUPS,
@@ -59,6 +60,8 @@ kernel::pci_device_table!(
 /// still open keep the [`Card`] until they are closed.
 pub(crate) struct BoundCard<'bound> {
     // Fields drop in declaration order; the ordinal goes last.
+    /// The card's sensors (src/telemetry.rs).
+    _hwmon: Option<Registration<Card>>,
     _proc: CardProc,
     _debugfs: CardDebugfs,
     node: CharDevice<Card>,
@@ -208,6 +211,11 @@ impl pci::Driver for TenstorrentDriver {
         if let Err(e) = card.power.probe(&card.firmware()) {
             dev_warn!(pdev, "power state not sent ({:?})\n", e);
         }
+        // Before the class device is added: which telemetry attributes it
+        // has depends on what the firmware publishes.
+        if let Err(e) = card.telemetry.probe(&card.firmware()) {
+            dev_warn!(pdev, "no telemetry ({:?})\n", e);
+        }
         let name = CString::try_from_fmt(fmt!("tenstorrent/{}", ordinal.number()))?;
         let node = CharDevice::new(
             ordinal.region(),
@@ -217,6 +225,13 @@ impl pci::Driver for TenstorrentDriver {
             &CARD_GROUPS,
             card.clone(),
         )?;
+        let hwmon = match card.register_hwmon(pdev.as_ref()) {
+            Ok(hwmon) => Some(hwmon),
+            Err(e) => {
+                dev_warn!(pdev, "no hwmon device ({:?})\n", e);
+                None
+            }
+        };
         let proc = CardProc::new(ordinal.proc_root(), &card)?;
         let debugfs = CardDebugfs::new(ordinal.debug_root(), &card)?;
         dev_info!(
@@ -228,6 +243,7 @@ impl pci::Driver for TenstorrentDriver {
             layout.family
         );
         Ok(BoundCard {
+            _hwmon: hwmon,
             _proc: proc,
             _debugfs: debugfs,
             node,

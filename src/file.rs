@@ -240,6 +240,16 @@ impl FileOperations for Card {
         }
     }
 
+    fn vma_open(open: &OpenFile, offset: u64, tag: usize) {
+        let layout = open.card.tlb.layout();
+        open.card.memory.window_vma(layout, offset, tag, true);
+    }
+
+    fn vma_close(open: &OpenFile, offset: u64, tag: usize) {
+        let layout = open.card.tlb.layout();
+        open.card.memory.window_vma(layout, offset, tag, false);
+    }
+
     fn fault(open: &OpenFile, fault: &VmFault) -> FaultResult {
         if dma::buffer_at(fault.offset()).is_some() {
             return open.card.dma.fault(open.owner.id(), fault);
@@ -764,10 +774,14 @@ impl OpenFile {
     }
 
     /// Frees window `id` of this file, revoking its mappings first.
+    /// FREE_TLB: `EBUSY` while the window is mapped, as tt-kmd 2.10.
     fn free_window(&self, id: u32) -> Result {
+        let memory = &self.card.memory;
         self.card
             .tlb
-            .free_revoking(self.owner.id(), id, &|id| self.revoke_window(id))
+            .free_revoking(self.owner.id(), id, &|id| memory.window_mapped(id), &|id| {
+                self.revoke_window(id)
+            })
     }
 
     /// Revokes the mappings and the target of window `id`, just freed.

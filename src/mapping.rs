@@ -58,7 +58,7 @@ use crate::{
     uapi::Mapping,
 };
 use core::sync::atomic::{
-    AtomicUsize,
+    AtomicU64,
     Ordering, //
 };
 use kernel::{
@@ -272,17 +272,19 @@ pub(crate) struct CardMemory {
     /// with its window's count at mmap and faults only while it is the
     /// same: a file that frees a window and takes it again does not get
     /// its old, revoked mappings back.
-    revocations: KVec<AtomicUsize>,
+    /// Per window: how many times it was revoked (its mappings' tag) in
+    /// the high 32 bits, and how many VMAs map it since then in the low.
+    windows: KVec<AtomicU64>,
 }
 
 impl CardMemory {
     pub(crate) fn new(bars: Bars, windows: usize) -> Result<impl PinInit<Self>> {
         let shared = Arc::new(SharedMapping::new()?, GFP_KERNEL)?;
         let mut targets = KVec::with_capacity(windows, GFP_KERNEL)?;
-        let mut revocations = KVec::with_capacity(windows, GFP_KERNEL)?;
+        let mut window_states = KVec::with_capacity(windows, GFP_KERNEL)?;
         for _ in 0..windows {
             targets.push(None, GFP_KERNEL)?;
-            revocations.push(AtomicUsize::new(0), GFP_KERNEL)?;
+            window_states.push(AtomicU64::new(0), GFP_KERNEL)?;
         }
         Ok(pin_init!(Self {
             bars,
@@ -290,7 +292,7 @@ impl CardMemory {
             live <- new_mutex!(true),
             targets <- new_mutex!(targets),
             kernel_window <- new_mutex!(()),
-            revocations,
+            windows: window_states,
         }))
     }
 
@@ -338,17 +340,55 @@ impl CardMemory {
     }
 
     /// Sets `vma` up for window `id`, whose holder the caller checked and
-    /// keeps from changing (see [`TlbPool::with_held`]).
+    /// keeps from changing (see [`TlbPool::with_held`]), and counts it.
     pub(crate) fn mmap_window(&self, vma: &VmaNew, caching: Caching, id: usize) -> Result {
         self.mmap(vma, caching)?;
         set_tag(vma, self.revocation_count(id));
+        self.count_vma(id, self.revocation_count(id), true);
         Ok(())
     }
 
     fn revocation_count(&self, id: usize) -> usize {
-        self.revocations
+        self.windows
             .get(id)
-            .map_or(0, |count| count.load(Ordering::Relaxed))
+            .map_or(0, |state| (state.load(Ordering::Acquire) >> 32) as usize)
+    }
+
+    /// Counts a VMA of window `id` made (`true`) or gone, if it maps the
+    /// window since its last revocation (`tag`): the mappings of earlier
+    /// holders were revoked and count no more.
+    fn count_vma(&self, id: usize, tag: usize, made: bool) {
+        let Some(state) = self.windows.get(id) else {
+            return;
+        };
+        let _ = state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+            if (s >> 32) as usize != tag {
+                return None;
+            }
+            let count = s as u32;
+            let count = if made {
+                count.saturating_add(1)
+            } else {
+                count.saturating_sub(1)
+            };
+            Some(s & !0xFFFF_FFFF | u64::from(count))
+        });
+    }
+
+    /// A VMA of the window at file offset `offset` was copied (`made`) or
+    /// went away; `tag` is its mapping's (see [`CardMemory::count_vma`]).
+    pub(crate) fn window_vma(&self, layout: &Layout, offset: u64, tag: usize, made: bool) {
+        if let Some(Page::Window { id, .. }) = decode_page(layout, offset) {
+            self.count_vma(id, tag, made);
+        }
+    }
+
+    /// Whether window `id` is mapped by a VMA made since its last
+    /// revocation: FREE_TLB then answers `EBUSY`, as tt-kmd 2.10's.
+    pub(crate) fn window_mapped(&self, id: usize) -> bool {
+        self.windows
+            .get(id)
+            .is_some_and(|state| state.load(Ordering::Acquire) as u32 != 0)
     }
 
     /// Faults in the page at `fault`'s offset for the file `owner`.
@@ -506,8 +546,11 @@ impl CardMemory {
         let Some(place) = window_place(layout, id) else {
             return;
         };
-        if let Some(count) = self.revocations.get(id) {
-            count.fetch_add(1, Ordering::Relaxed);
+        if let Some(state) = self.windows.get(id) {
+            // The next revocation count, no mapping of it yet.
+            let _ = state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                Some(((s >> 32) + 1) << 32)
+            });
         }
         self.shared
             .unmap(MMAP_OFFSET_TLB_UC + place.start, place.size);

@@ -251,7 +251,12 @@ impl Card {
                     return function.marker_clear();
                 }
                 function.needs_post_reset.store(false, Ordering::Release);
-                Ok(function.marker_clear()? && function.restore_state()?)
+                let ok = function.marker_clear()? && function.restore_state()?;
+                if ok {
+                    // The firmware rebooted: its table may be elsewhere.
+                    let _ = self.telemetry.probe(&self.firmware());
+                }
+                Ok(ok)
             }
         }
     }

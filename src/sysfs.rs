@@ -92,6 +92,7 @@ const TLB: u32 = 1;
 const DMA: u32 = 2;
 const OPEN: u32 = 3;
 const POWER: u32 = 4;
+const TELEMETRY: u32 = 5;
 
 /// Votes shown in `power/votes`: the lines of as many fit in a page.
 const MAX_VOTES_SHOWN: usize = 24;
@@ -99,7 +100,7 @@ const MAX_VOTES_SHOWN: usize = 24;
 indexed_attribute_group!(
     LOCKS_GROUP: Card,
     LOCKS,
-    c"locks",
+    Some(c"locks"),
     [
         c"00",
         c"01",
@@ -174,28 +175,53 @@ const TLB_SIZES: [u64; 4] = [1 << 20, 2 << 20, 16 << 20, 4 << 30];
 indexed_attribute_group!(
     TLB_GROUP: Card,
     TLB,
-    c"tlb",
+    Some(c"tlb"),
     [c"1M", c"2M", c"16M", c"4G"]
 );
 
-indexed_attribute_group!(DMA_GROUP: Card, DMA, c"dma", [c"usage"]);
+indexed_attribute_group!(DMA_GROUP: Card, DMA, Some(c"dma"), [c"usage"]);
 
-indexed_attribute_group!(OPEN_GROUP: Card, OPEN, c"open", [c"exclusive"]);
+indexed_attribute_group!(OPEN_GROUP: Card, OPEN, Some(c"open"), [c"exclusive"]);
 
 indexed_attribute_group!(
     POWER_GROUP: Card,
     POWER,
-    c"power",
+    Some(c"power"),
     [c"state", c"votes"]
 );
 
+// tt-kmd 2.10's telemetry attributes, in the device's own directory
+// (src/telemetry.rs `ATTRIBUTES`, in that order).
+indexed_attribute_group!(
+    TELEMETRY_GROUP: Card,
+    TELEMETRY,
+    None,
+    [
+        c"tt_aiclk",
+        c"tt_axiclk",
+        c"tt_arcclk",
+        c"tt_serial",
+        c"tt_card_type",
+        c"tt_fw_bundle_ver",
+        c"tt_m3app_fw_ver",
+        c"tt_ttflash_ver",
+        c"tt_m3bl_fw_ver",
+        c"tt_arc_fw_ver",
+        c"tt_eth_fw_ver",
+        c"tt_asic_id",
+        c"tt_heartbeat",
+        c"tt_therm_trip_count",
+    ]
+);
+
 /// The attribute groups of a card's class device.
-pub(crate) static CARD_GROUPS: AttributeGroups<5> = AttributeGroups::new([
+pub(crate) static CARD_GROUPS: AttributeGroups<6> = AttributeGroups::new([
     &LOCKS_GROUP,
     &TLB_GROUP,
     &DMA_GROUP,
     &OPEN_GROUP,
     &POWER_GROUP,
+    &TELEMETRY_GROUP,
 ]);
 
 /// Writes a vote as `flags=0xFFFF validity=0xVV settings=S0,...,S13`.
@@ -223,12 +249,17 @@ impl ShowAttribute for Card {
             OPEN => self.show_open(out),
             POWER if index == 0 => self.show_power_state(out),
             POWER => self.show_power_votes(out),
+            TELEMETRY => self.show_telemetry(index, out),
             _ => Ok(()),
         }
     }
 
     fn is_visible(&self, group: u32, index: usize) -> bool {
-        group != TLB || self.tlb_class_of(index).is_some()
+        match group {
+            TLB => self.tlb_class_of(index).is_some(),
+            TELEMETRY => self.has_telemetry_attribute(index),
+            _ => true,
+        }
     }
 }
 

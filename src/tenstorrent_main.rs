@@ -33,6 +33,7 @@ mod reset;
 #[path = "../rust/mod.rs"]
 mod rust_ext;
 mod sysfs;
+mod telemetry;
 mod tlb;
 mod tlb_regs;
 mod tlb_view;

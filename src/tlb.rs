@@ -409,14 +409,22 @@ impl TlbPool {
     /// suites (the driver frees through [`TlbPool::free_revoking`]).
     #[cfg(tt_kunit)]
     pub(crate) fn free(&self, owner: OwnerId, id: u32) -> Result {
-        self.free_revoking(owner, id, &|_| {})
+        self.free_revoking(owner, id, &|_| false, &|_| {})
     }
 
     /// Frees window `id` held by `owner` as [`TlbPool::free`] does, calling
     /// `revoke(id)` after the window stops being held (so no fault can map
     /// it any more, see [`TlbPool::with_held`]) and before anyone else can
-    /// get it. `revoke` runs without the pool's mutex held.
-    pub(crate) fn free_revoking(&self, owner: OwnerId, id: u32, revoke: &dyn Fn(usize)) -> Result {
+    /// get it. `revoke` runs without the pool's mutex held. `EBUSY`, the
+    /// window kept, while `mapped(id)` says it is mapped (asked with the
+    /// pool's mutex held, under which windows are mapped).
+    pub(crate) fn free_revoking(
+        &self,
+        owner: OwnerId,
+        id: u32,
+        mapped: &dyn Fn(usize) -> bool,
+        revoke: &dyn Fn(usize),
+    ) -> Result {
         if id >= MAX_WINDOWS {
             return Err(EINVAL);
         }
@@ -427,6 +435,9 @@ impl TlbPool {
         let id = id as usize;
         match state.holders.get(id) {
             Some(Some(holder)) if holder.owner == owner => {
+                if mapped(id) {
+                    return Err(EBUSY);
+                }
                 state.holders[id] = None;
                 state.revoking[id] = true;
             }

@@ -16,6 +16,7 @@ mod reset;
 mod sets;
 mod sharing;
 mod stress;
+mod telemetry;
 mod timens;
 mod tlb;
 mod validation;
@@ -117,7 +118,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "mapping/windows_every_size" => mapping::windows_every_size, 180;
     "mapping/configure_refusals" => mapping::configure_refusals;
     "mapping/out_of_range_mmaps" => mapping::out_of_range_mmaps;
-    "mapping/sigbus_after_free_tlb" => mapping::sigbus_after_free_tlb;
+    "mapping/mapped_window_cannot_be_freed" => mapping::mapped_window_cannot_be_freed;
     "mapping/next_holder_sees_only_its_target" => mapping::next_holder_sees_only_its_target, 120;
     "mapping/fork_does_not_copy" => mapping::fork_does_not_copy;
     "mapping/window_mappings_do_not_split" => mapping::window_mappings_do_not_split;
@@ -134,6 +135,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "release/noc_cleanup_after_kill" => release::noc_cleanup_after_kill;
     "release/noc_cleanup_cleared_and_refusals" => release::noc_cleanup_cleared_and_refusals;
     "power/votes_reach_the_firmware" => power::votes_reach_the_firmware, 120;
+    "telemetry/attributes_and_hwmon" => telemetry::attributes_and_hwmon;
     "reset/restore_state_and_post_reset" => reset::restore_state_and_post_reset;
     "reset/each_flag_against_the_emulator" => reset::each_flag_against_the_emulator, 120;
     "reset/other_files_fenced" => reset::other_files_fenced, 120;

@@ -626,34 +626,24 @@ pub fn resets_under_load() -> TestResult {
 
     // Resets racing with an unbind: the resetter's call ends, with a result
     // or ENODEV, and the card binds again fresh.
-    let racer = fork_child(&[], || {
-        let Ok(dev) = open(0) else { return 1 };
+    let mut racer = spawn("resetter", &[], |link| {
+        let dev = open(0)?;
+        link.send("open")?;
         loop {
             let mut r = abi::ResetDevice::default();
             r.input.flags = 2;
             match ioctl(&dev, abi::IOCTL_RESET_DEVICE, &mut r) {
                 Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return 0,
-                Err(_) => return 1,
+                Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return Ok(()),
+                Err(e) => return Err(format!("RESET_DEVICE during the unbind: {e}")),
             }
         }
     })?;
+    racer.expect("open")?;
     sysfs_write(&format!("{DRIVER}/unbind"), &bdf0)?;
-    let status = reap_until(racer, Instant::now() + PATIENCE);
+    let raced = racer.wait();
     sysfs_write(&format!("{DRIVER}/bind"), &bdf0)?;
     wait_path(&node(0), true)?;
-    match status {
-        Some(0) => {}
-        Some(s) => {
-            return Err(format!(
-                "resetter racing the unbind: {}",
-                describe_status(s)
-            ))
-        }
-        None => {
-            kill_reap(racer);
-            return Err("resetter racing the unbind did not end".into());
-        }
-    }
+    raced.map_err(|e| format!("resetter racing the unbind: {e}"))?;
     fresh(0)
 }
