@@ -9,6 +9,7 @@
 pub(crate) mod bound;
 pub(crate) mod chrdev;
 pub(crate) mod dma;
+pub(crate) mod dmabuf;
 pub(crate) mod hwmon;
 pub(crate) mod mm;
 pub(crate) mod pci;

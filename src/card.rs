@@ -13,6 +13,7 @@ use crate::{
         Firmware, //
     },
     dma::CardDma,
+    export::CardExports,
     mapping::CardMemory,
     noc_cleanup::NocCleanups,
     open_gate::OpenGate,
@@ -91,6 +92,9 @@ pub(crate) struct Card {
     /// The files' power votes and what the firmware was told (src/power.rs).
     #[pin]
     pub(crate) power: CardPower,
+    /// The dma-bufs exporting its windows (src/export.rs).
+    #[pin]
+    pub(crate) exports: CardExports,
     /// Where the firmware's telemetry is (src/telemetry.rs).
     #[pin]
     pub(crate) telemetry: Telemetry,
@@ -135,6 +139,7 @@ impl Card {
             gate <- OpenGate::new(),
             arc <- ArcMessenger::new(),
             power <- power,
+            exports <- CardExports::new(),
             telemetry <- Telemetry::new(),
             resetting <- new_mutex!(()),
             powerdown <- new_delayed_work!("Card::powerdown"),
@@ -152,8 +157,9 @@ impl Card {
         self.arbiter.shut_down();
         self.tlb.shut_down();
         // After the pool refuses faults of windows: every mapping of the
-        // card goes before its BARs are released.
+        // card goes before its BARs are released, the importers' too.
         self.memory.revoke_all();
+        self.exports.revoke_all();
     }
 
     /// Records that the calling process opened the file `owner`.

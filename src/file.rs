@@ -56,6 +56,7 @@ use crate::{
         ConfigureTlbIn,
         DeviceInfoOut,
         DriverInfoOut,
+        ExportTlbDmabuf,
         FreeTlbIn,
         LockAcquire,
         LockAcquireSet,
@@ -210,9 +211,7 @@ impl FileOperations for Card {
             Command::UnpinPages => open.unpin_pages(arg),
             Command::SetNocCleanup => open.set_noc_cleanup(arg),
             Command::SetPowerState => open.set_power_state(arg),
-            // Not yet: the answer tt-kmd 2.10 gives where it cannot export
-            // (kernels before 5.8), which clients and its tests skip on.
-            Command::ExportTlbDmabuf => Err(EOPNOTSUPP),
+            Command::ExportTlbDmabuf => open.export_tlb_dmabuf(arg),
             // tt-kmd 2.10 answers EINVAL to it, whatever the card.
             Command::GetHarvesting => Err(EINVAL),
             Command::ResetDevice => open.reset_device(arg),
@@ -786,7 +785,10 @@ impl OpenFile {
 
     /// Revokes the mappings and the target of window `id`, just freed.
     fn revoke_window(&self, id: usize) {
-        self.card.memory.revoke_window(self.card.tlb.layout(), id);
+        let exported = self.card.tlb.is_exported(id);
+        self.card
+            .memory
+            .revoke_window(self.card.tlb.layout(), id, exported);
     }
 
     /// QUERY_MAPPINGS, as tt-kmd 2.10: reads only `in`; writes
@@ -1022,6 +1024,23 @@ impl OpenFile {
             }
         }
         self.card.noc_cleanups.set(self.owner.id(), cleanup)
+    }
+
+    /// EXPORT_TLB_DMABUF, as tt-kmd 2.10 (src/export.rs): reads the whole
+    /// struct and writes it back with `fd`; the descriptor exists only once
+    /// that write succeeded.
+    fn export_tlb_dmabuf(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; ExportTlbDmabuf::SIZE];
+        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+            .reader()
+            .read_slice(&mut bytes)?;
+        let mut request = ExportTlbDmabuf::decode(&bytes);
+        let pending = self.card.export_window(self.owner.id(), &request)?;
+        request.fd = pending.fd() as u32;
+        // Not written: the export goes with `pending`.
+        write_back(arg, &request.encode())?;
+        pending.install();
+        Ok(())
     }
 
     /// SET_POWER_STATE, as tt-kmd 2.10 (src/power.rs): reads the whole

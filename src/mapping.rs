@@ -541,8 +541,9 @@ impl CardMemory {
     }
 
     /// Revokes window `id`, no longer held by anyone: zaps both of its
-    /// mappings in every process, then resets its register.
-    pub(crate) fn revoke_window(&self, layout: &Layout, id: usize) {
+    /// mappings in every process, then resets its register (unless a
+    /// dma-buf still exports it, whose importers use its target).
+    pub(crate) fn revoke_window(&self, layout: &Layout, id: usize, exported: bool) {
         let Some(place) = window_place(layout, id) else {
             return;
         };
@@ -559,6 +560,13 @@ impl CardMemory {
         if let Some(target) = self.targets.lock().get_mut(id) {
             *target = None;
         }
+        if !exported {
+            self.reset_window_register(layout, id);
+        }
+    }
+
+    /// Resets the register of window `id` (to NOC address 0 of tile 0,0).
+    pub(crate) fn reset_window_register(&self, layout: &Layout, id: usize) {
         // Nothing to reset once the card is gone (ENODEV).
         if let Ok(writes) = tlb_regs::reset(layout, id) {
             let _ = self.write(&writes);

@@ -32,6 +32,9 @@
 //! the NOP is not hot-reset in a loop (its `auto_reset_timeout`): the reset
 //! fails at once (`result` 1).
 //!
+//! Resets 1-5 are refused (`EBUSY`) while a window is exported as a
+//! dma-buf (src/export.rs): importers reach the chip through it.
+//!
 //! The command reads only `in` and, as tt-kmd's, clears the caller's
 //! `output_size_bytes` bytes of `out` before writing `output_size_bytes` 8
 //! and `result` (0 success, 1 failure) into them. Resets of a card are one
@@ -222,6 +225,11 @@ impl Card {
             return Err(EINVAL);
         }
         let _one_at_a_time = self.resetting.lock();
+        // Importers reach the chip through an exported window: it must not
+        // reset under them (tt-kmd 2.10).
+        if (RESET_PCIE_LINK..=RESET_ASIC_DMC).contains(&flags) && self.exports.any() {
+            return Err(EBUSY);
+        }
         // As tt-kmd: whatever the reset, a powerdown waiting for its grace
         // does not come after it.
         self.power.cancel_powerdown();
@@ -272,8 +280,10 @@ impl Card {
     fn fence_all_but(&self, survivor: OwnerId) {
         let fence = self.arbiter.fence_all_but(survivor);
         let layout = self.tlb.layout();
-        self.tlb
-            .fence(fence, &|id| self.memory.revoke_window(layout, id));
+        self.tlb.fence(fence, &|id| {
+            let exported = self.tlb.is_exported(id);
+            self.memory.revoke_window(layout, id, exported)
+        });
         self.power.fence(fence);
         self.memory.zap_all();
     }

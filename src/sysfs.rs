@@ -22,6 +22,11 @@
 //! their pages, outbound (NOC DMA) regions in use out of 16, and whether
 //! an IOMMU translates the card's DMA.
 //!
+//! `/sys/class/tenstorrent/tenstorrent!N/tt_arbiter_version` is the
+//! project's version (the module's own, in `/sys/module/tenstorrent/`, is
+//! the level of tt-kmd's ABI it implements); the `tt_*` telemetry
+//! attributes are src/telemetry.rs's.
+//!
 //! `/sys/class/tenstorrent/tenstorrent!N/power/state` shows the power state
 //! last sent to the card's firmware (what the votes added up to), whether
 //! it took it, how many messages were sent and failed, how many files vote
@@ -93,6 +98,7 @@ const DMA: u32 = 2;
 const OPEN: u32 = 3;
 const POWER: u32 = 4;
 const TELEMETRY: u32 = 5;
+const ABOUT: u32 = 6;
 
 /// Votes shown in `power/votes`: the lines of as many fit in a page.
 const MAX_VOTES_SHOWN: usize = 24;
@@ -214,14 +220,18 @@ indexed_attribute_group!(
     ]
 );
 
+// The project's own version; the module's is tt-kmd's ABI level.
+indexed_attribute_group!(ABOUT_GROUP: Card, ABOUT, None, [c"tt_arbiter_version"]);
+
 /// The attribute groups of a card's class device.
-pub(crate) static CARD_GROUPS: AttributeGroups<6> = AttributeGroups::new([
+pub(crate) static CARD_GROUPS: AttributeGroups<7> = AttributeGroups::new([
     &LOCKS_GROUP,
     &TLB_GROUP,
     &DMA_GROUP,
     &OPEN_GROUP,
     &POWER_GROUP,
     &TELEMETRY_GROUP,
+    &ABOUT_GROUP,
 ]);
 
 /// Writes a vote as `flags=0xFFFF validity=0xVV settings=S0,...,S13`.
@@ -250,6 +260,7 @@ impl ShowAttribute for Card {
             POWER if index == 0 => self.show_power_state(out),
             POWER => self.show_power_votes(out),
             TELEMETRY => self.show_telemetry(index, out),
+            ABOUT => writeln!(out, "{}", crate::PROJECT_VERSION),
             _ => Ok(()),
         }
     }
@@ -345,8 +356,13 @@ impl Card {
         };
         write!(
             out,
-            "size={} windows={} kernel={} free={} waiters={} holders=",
-            info.class.size, info.class.total, info.class.kept, info.free, info.waiters
+            "size={} windows={} kernel={} free={} waiters={} exported={} holders=",
+            info.class.size,
+            info.class.total,
+            info.class.kept,
+            info.free,
+            info.waiters,
+            info.exported
         )?;
         for (n, (pid, comm, count)) in info.holders.iter().enumerate() {
             if n > 0 {

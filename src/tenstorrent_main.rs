@@ -20,6 +20,7 @@ mod card;
 mod debugfs;
 mod dma;
 mod driver;
+mod export;
 mod fifo;
 mod file;
 mod iatu;
@@ -43,14 +44,24 @@ mod wait;
 use crate::driver::TenstorrentDriver;
 use crate::registry::Registry;
 
-/// The module's semantic version, as GET_DRIVER_INFO reports it. It starts
-/// at 0.x so that programs gating on the C driver's 2.x do not take this
-/// module for something it is not yet.
-pub(crate) const VERSION: Version = Version {
-    major: 0,
-    minor: 2,
-    patch: 0,
+/// The module's version, as GET_DRIVER_INFO and
+/// `/sys/module/tenstorrent/version` report it: the level of tt-kmd's ABI
+/// it implements, every command of tt-kmd 2.10 (programs gate features on
+/// that version: UMD refuses anything below 2.0.0). The project's own
+/// version is [`PROJECT_VERSION`].
+pub(crate) const VERSION: Version = {
+    let [major, minor, patch] = parse_version(&MODULE_VERSION_TEXT, b"version=".len());
+    assert!(major < 256 && minor < 256 && patch < 256);
+    Version {
+        major: major as u8,
+        minor: minor as u8,
+        patch: patch as u8,
+    }
 };
+
+/// tt-arbiter's own version (modinfo `tt_arbiter_version`, and
+/// `/sys/class/tenstorrent/tenstorrent!N/tt_arbiter_version`).
+pub(crate) const PROJECT_VERSION: &str = "0.3.0";
 
 pub(crate) struct Version {
     pub(crate) major: u8,
@@ -63,15 +74,48 @@ pub(crate) struct Version {
 #[cfg(MODULE)]
 #[link_section = ".modinfo"]
 #[used]
-static MODULE_VERSION: [u8; 14] = MODULE_VERSION_TEXT;
+static MODULE_VERSION: [u8; MODULE_VERSION_TEXT.len()] = MODULE_VERSION_TEXT;
 
-// Keep `MODULE_VERSION` equal to `VERSION`.
+/// The project's version in modinfo (`modinfo -F tt_arbiter_version`).
+#[cfg(MODULE)]
+#[link_section = ".modinfo"]
+#[used]
+static MODULE_PROJECT_VERSION: [u8; PROJECT_VERSION_TEXT.len()] = PROJECT_VERSION_TEXT;
+
+const MODULE_VERSION_TEXT: [u8; 15] = *b"version=2.10.0\0";
+const PROJECT_VERSION_TEXT: [u8; 25] = *b"tt_arbiter_version=0.3.0\0";
+
+/// The numbers of `key=A.B.C\0`.
+const fn parse_version(text: &[u8], key_len: usize) -> [u32; 3] {
+    let mut parts = [0u32; 3];
+    let mut part = 0;
+    let mut i = key_len;
+    while i < text.len() - 1 {
+        let c = text[i];
+        if c == b'.' {
+            part += 1;
+        } else {
+            assert!(c.is_ascii_digit());
+            parts[part] = parts[part] * 10 + (c - b'0') as u32;
+        }
+        i += 1;
+    }
+    assert!(part == 2 && text[text.len() - 1] == 0);
+    parts
+}
+
+// Keep the project's version string equal in modinfo and sysfs.
 const _: () = {
-    let v = &MODULE_VERSION_TEXT;
-    assert!(v[8] == b'0' + VERSION.major && v[10] == b'0' + VERSION.minor);
-    assert!(v[12] == b'0' + VERSION.patch && v.len() == 14);
+    let key = b"tt_arbiter_version=".len();
+    let p = PROJECT_VERSION.as_bytes();
+    assert!(PROJECT_VERSION_TEXT.len() == key + p.len() + 1);
+    let mut i = 0;
+    while i < p.len() {
+        assert!(PROJECT_VERSION_TEXT[key + i] == p[i]);
+        i += 1;
+    }
+    let _ = parse_version(&PROJECT_VERSION_TEXT, key);
 };
-const MODULE_VERSION_TEXT: [u8; 14] = *b"version=0.2.0\0";
 
 module! {
     type: TenstorrentModule,

@@ -244,6 +244,8 @@ pub(crate) enum TlbError {
 pub(crate) struct ClassInfo {
     pub(crate) class: SizeClass,
     pub(crate) free: u32,
+    /// Windows a dma-buf exports (held or not).
+    pub(crate) exported: u32,
     pub(crate) waiters: u32,
     /// Each holding process: pid in the reader's namespace, comm, windows.
     pub(crate) holders: KVec<(u32, [u8; TASK_COMM_LEN], u32)>,
@@ -280,6 +282,9 @@ struct State {
     /// Windows freed whose mappings are being revoked: neither held nor
     /// free, so nobody gets them before every mapping of them is gone.
     revoking: KVec<bool>,
+    /// dma-bufs exporting each window: one still exported stays out of
+    /// the pool when its holder frees it, until the last export goes.
+    exports: KVec<u32>,
     /// The waiters of each class, in arrival order.
     queues: [Fifo<Arc<Waiter>>; MAX_CLASSES],
     /// Wake-ups to send when the mutex is released ([`unlock`]).
@@ -306,9 +311,11 @@ impl TlbPool {
     pub(crate) fn new(layout: Layout) -> Result<impl PinInit<Self>> {
         let mut holders = KVec::with_capacity(layout.total(), GFP_KERNEL)?;
         let mut revoking = KVec::with_capacity(layout.total(), GFP_KERNEL)?;
+        let mut exports = KVec::with_capacity(layout.total(), GFP_KERNEL)?;
         for _ in 0..layout.total() {
             holders.push(None, GFP_KERNEL)?;
             revoking.push(false, GFP_KERNEL)?;
+            exports.push(0, GFP_KERNEL)?;
         }
         Ok(pin_init!(Self {
             layout,
@@ -317,6 +324,7 @@ impl TlbPool {
                 fence: Fence::default(),
                 holders,
                 revoking,
+                exports,
                 queues: [Fifo::new(), Fifo::new(), Fifo::new()],
                 wakeups: Wakeups::new(),
             }),
@@ -544,6 +552,53 @@ impl TlbPool {
         }
     }
 
+    /// Counts a dma-buf export of window `id`, held by `owner` (`EPERM`
+    /// otherwise): the window stays out of the pool until
+    /// [`TlbPool::export_put`] for it, also once freed.
+    pub(crate) fn export_get(&self, owner: OwnerId, id: usize) -> Result {
+        let mut state = self.state.lock();
+        match state.holders.get(id) {
+            Some(Some(holder)) if holder.owner == owner && !state.gone => {}
+            _ => return Err(EPERM),
+        }
+        let count = state.exports.get_mut(id).ok_or(EPERM)?;
+        *count = count.checked_add(1).ok_or(EBUSY)?;
+        Ok(())
+    }
+
+    /// An export of window `id` went: the last one gives a window its
+    /// holder freed back to the pool, to the longest waiter first.
+    pub(crate) fn export_put(&self, id: usize) {
+        let mut state = self.state.lock();
+        let Some(count) = state.exports.get_mut(id) else {
+            return;
+        };
+        *count = count.saturating_sub(1);
+        if *count == 0 && state.holders[id].is_none() && !state.revoking[id] {
+            state.hand_off(&self.layout, id);
+        }
+        unlock(state);
+    }
+
+    /// Whether file `owner` holds window `id` (and the card is there).
+    pub(crate) fn holds(&self, owner: OwnerId, id: usize) -> bool {
+        self.with_held(owner, id, || ()).is_some()
+    }
+
+    /// Whether anyone holds window `id`.
+    pub(crate) fn is_held(&self, id: usize) -> bool {
+        self.state
+            .lock()
+            .holders
+            .get(id)
+            .is_some_and(Option::is_some)
+    }
+
+    /// Whether a dma-buf exports window `id`.
+    pub(crate) fn is_exported(&self, id: usize) -> bool {
+        self.state.lock().exports.get(id).is_some_and(|c| *c > 0)
+    }
+
     /// The holder of window `id` (pid in the caller's pid namespace and
     /// comm), if any.
     pub(crate) fn holder_of(&self, id: usize) -> Option<(u32, [u8; TASK_COMM_LEN])> {
@@ -574,9 +629,17 @@ impl TlbPool {
         let state = self.state.lock();
         let mut holders: KVec<(u32, [u8; TASK_COMM_LEN], u32)> = KVec::new();
         let mut free = 0;
+        let mut exported = 0;
         for id in self.layout.ids(class) {
+            if state.exports[id] > 0 {
+                exported += 1;
+            }
             let Some(holder) = &state.holders[id] else {
-                free += 1;
+                // A window freed while exported is not free until its
+                // exports go.
+                if state.exports[id] == 0 && !state.revoking[id] {
+                    free += 1;
+                }
                 continue;
             };
             let pid = holder.who.pid_for_caller();
@@ -589,6 +652,7 @@ impl TlbPool {
         Ok(ClassInfo {
             class: c,
             free,
+            exported,
             waiters: state.queues[class].len() as u32,
             holders,
         })
@@ -599,7 +663,7 @@ impl State {
     fn lowest_free(&self, layout: &Layout, class: usize) -> Option<usize> {
         layout
             .ids(class)
-            .find(|&id| self.holders[id].is_none() && !self.revoking[id])
+            .find(|&id| self.holders[id].is_none() && !self.revoking[id] && self.exports[id] == 0)
     }
 
     /// Gives the class of window `id`, just freed, its lowest free window

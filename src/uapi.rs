@@ -438,3 +438,15 @@ abi_struct!(
         power_settings: [u8; 28],
     }
 );
+
+abi_struct!(
+    /// `struct tenstorrent_export_tlb_dmabuf`; `fd` is `__s32`.
+    ExportTlbDmabuf {
+        argsz: u32,
+        flags: u32,
+        tlb_id: u32,
+        fd: u32,
+        offset: u64,
+        size: u64,
+    }
+);

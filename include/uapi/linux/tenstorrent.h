@@ -73,6 +73,7 @@
 #define TENSTORRENT_IOCTL_UNPIN_PAGES		_IO(TENSTORRENT_IOCTL_MAGIC, 10)
 #define TENSTORRENT_IOCTL_SET_NOC_CLEANUP	_IO(TENSTORRENT_IOCTL_MAGIC, 14)
 #define TENSTORRENT_IOCTL_SET_POWER_STATE	_IO(TENSTORRENT_IOCTL_MAGIC, 15)
+#define TENSTORRENT_IOCTL_EXPORT_TLB_DMABUF	_IO(TENSTORRENT_IOCTL_MAGIC, 16)
 #define TENSTORRENT_IOCTL_RESET_DEVICE		_IO(TENSTORRENT_IOCTL_MAGIC, 6)
 #define TENSTORRENT_IOCTL_MAP_PEER_BAR		_IO(TENSTORRENT_IOCTL_MAGIC, 9)
 
@@ -576,6 +577,24 @@ struct tenstorrent_power_state {
 };
 
 /*
+ * EXPORT_TLB_DMABUF (tt-kmd 2.10): exports `size` bytes (0: to the end)
+ * from `offset` of TLB window `tlb_id`, which this file holds, as a dma-buf
+ * for peer-to-peer importers; `fd` is its new descriptor (close-on-exec).
+ * The export holds the window (it survives FREE_TLB and close) until the
+ * dma-buf is released; RESET_DEVICE 1-5 is EBUSY meanwhile; unbind revokes
+ * it. EINVAL for argsz != 32, flags, tlb_id >= 256 or of no window, offset
+ * or size not page-aligned or past the window; EPERM for a window not held.
+ */
+struct tenstorrent_export_tlb_dmabuf {
+	__u32 argsz;
+	__u32 flags;
+	__u32 tlb_id;
+	__s32 fd;
+	__u64 offset;
+	__u64 size;
+};
+
+/*
  * RESET_DEVICE (tt-kmd 2.10's struct, flags and results). RESTORE_STATE
  * puts back the configuration space saved at probe; RESET_PCIE_LINK
  * hot-resets the link; CONFIG_WRITE fires the PCIe interface timer;
@@ -584,7 +603,8 @@ struct tenstorrent_power_state {
  * management controller) have the firmware reset it. 2-5 first fence the
  * card's other files: every later command of theirs is ENODEV, their
  * waiters wake with ENODEV, their windows and mappings are revoked, their
- * locks stay held until they close. After 3-5 only GET_DEVICE_INFO,
+ * locks stay held until they close. 1-5 are EBUSY while a TLB window is
+ * exported (EXPORT_TLB_DMABUF). After 3-5 only GET_DEVICE_INFO,
  * GET_DRIVER_INFO and RESET_DEVICE answer (others ENODEV) until
  * POST_RESET, which succeeds when the marker is clear. Other flags EINVAL.
  * The kernel reads only `in`; the caller's output_size_bytes bytes of

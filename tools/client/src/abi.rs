@@ -559,6 +559,22 @@ abi_struct! {
         pub output: ResetDeviceOut as "out",
     }
 
+    /// EXPORT_TLB_DMABUF argument.
+    "tenstorrent_export_tlb_dmabuf" => pub struct ExportTlbDmabuf {
+        /// 32.
+        pub argsz: u32,
+        /// 0.
+        pub flags: u32,
+        /// A window this file holds.
+        pub tlb_id: u32,
+        /// Out: the dma-buf's descriptor.
+        pub fd: i32,
+        /// Page-aligned offset in the window.
+        pub offset: u64,
+        /// Page-aligned size, 0 for the rest of the window.
+        pub size: u64,
+    }
+
     /// SET_POWER_STATE argument.
     "tenstorrent_power_state" => pub struct PowerState {
         /// 40.
@@ -668,6 +684,8 @@ pub const RESET_DEVICE_ASIC_DMC_RESET: u32 = 5;
 pub const RESET_DEVICE_POST_RESET: u32 = 6;
 /// SET_NOC_CLEANUP, `_IO(0xFA, 14)` (C driver).
 pub const IOCTL_SET_NOC_CLEANUP: u32 = io(IOCTL_MAGIC, 14);
+/// EXPORT_TLB_DMABUF, `_IO(0xFA, 16)` (C driver).
+pub const IOCTL_EXPORT_TLB_DMABUF: u32 = io(IOCTL_MAGIC, 16);
 /// SET_POWER_STATE, `_IO(0xFA, 15)` (C driver).
 pub const IOCTL_SET_POWER_STATE: u32 = io(IOCTL_MAGIC, 15);
 /// SET_POWER_STATE flag: the AI clock at its maximum.
@@ -896,6 +914,10 @@ pub const DEFINES: &[(&str, u64)] = &[
         IOCTL_SET_POWER_STATE as u64,
     ),
     (
+        "TENSTORRENT_IOCTL_EXPORT_TLB_DMABUF",
+        IOCTL_EXPORT_TLB_DMABUF as u64,
+    ),
+    (
         "TENSTORRENT_ALLOCATE_DMA_BUF_NOC_DMA",
         ALLOCATE_DMA_BUF_NOC_DMA as u64,
     ),
@@ -1017,6 +1039,7 @@ mod tests {
         entry::<UnpinPages>(&mut m);
         entry::<SetNocCleanup>(&mut m);
         entry::<PowerState>(&mut m);
+        entry::<ExportTlbDmabuf>(&mut m);
         entry::<MapPeerBarIn>(&mut m);
         entry::<MapPeerBarOut>(&mut m);
         entry::<MapPeerBar>(&mut m);

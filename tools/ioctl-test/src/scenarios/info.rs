@@ -80,10 +80,24 @@ fn parse_semver(s: &str) -> Result<(u8, u8, u8), String> {
     Ok((p(0)?, p(1)?, p(2)?))
 }
 
-/// GET_DRIVER_INFO agrees with /sys/module/tenstorrent/version.
+/// GET_DRIVER_INFO agrees with /sys/module/tenstorrent/version, which is
+/// the tt-kmd ABI level the module implements (2.10.0); the project's own
+/// version is each card's `tt_arbiter_version`.
 pub fn driver_info_version() -> TestResult {
     let sys = sysfs("/sys/module/tenstorrent/version")?;
     let want = parse_semver(&sys)?;
+    ensure_eq!(
+        want,
+        (2, 10, 0),
+        "the tt-kmd ABI level in /sys/module/tenstorrent/version"
+    );
+    for n in CARDS {
+        let own = sysfs(&format!(
+            "/sys/class/tenstorrent/tenstorrent!{n}/tt_arbiter_version"
+        ))?;
+        let (major, _, _) = parse_semver(&own)?;
+        ensure_eq!(major, 0, "card {n}: tt_arbiter_version {own:?}");
+    }
     for n in CARDS {
         let d = ctx(open(n)?.driver_info(), "GET_DRIVER_INFO")?;
         ensure_eq!(
@@ -345,8 +359,9 @@ pub fn unknown_ioctls_enotty() -> TestResult {
     let dev = open(0)?;
     let m = abi::IOCTL_MAGIC;
     // Every number of the C driver's, 0-16, is a command now (1
-    // GET_HARVESTING answers EINVAL as tt-kmd, 16 EXPORT_TLB_DMABUF
-    // EOPNOTSUPP, checked below): only the numbers past them are unknown.
+    // GET_HARVESTING answers EINVAL as tt-kmd, and so does 16
+    // EXPORT_TLB_DMABUF without its argsz, checked below): only the
+    // numbers past them are unknown.
     let mut cmds = vec![
         abi::io(m, 17),
         abi::io(m, 0x40),
@@ -373,8 +388,7 @@ pub fn unknown_ioctls_enotty() -> TestResult {
         abi::IOCTL_LOCK_RELEASE,
         abi::IOCTL_LOCK_QUERY,
     ];
-    // EXPORT_TLB_DMABUF is known but not supported: what tt-kmd answers
-    // where it cannot export, and what its clients and tests skip on.
+    // EXPORT_TLB_DMABUF is known: a zeroed argument is EINVAL (argsz).
     let mut export = [0u8; 32];
     expect_errno(
         ioctl_addr(
@@ -382,7 +396,7 @@ pub fn unknown_ioctls_enotty() -> TestResult {
             abi::io(m, 16),
             export.as_mut_ptr() as usize,
         ),
-        libc::EOPNOTSUPP,
+        libc::EINVAL,
         "EXPORT_TLB_DMABUF",
     )?;
     let mut rng = Rng::new(0x7e57);

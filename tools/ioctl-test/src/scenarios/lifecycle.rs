@@ -259,3 +259,29 @@ pub fn unbind_with_powerdown_pending() -> TestResult {
     );
     Ok(())
 }
+
+/// A dma-buf exporting a window outlives the unbind of its card: the
+/// unbind revokes it and goes on, the descriptor closes later without a
+/// kernel report (the harness reads the log; kmemleak would see a card the
+/// export kept), and the card binds again with every window free.
+pub fn unbind_with_exported_window() -> TestResult {
+    let bdf0 = bdf(0)?;
+    let dev = open(0)?;
+    let mut alloc = abi::AllocateTlb::default();
+    alloc.input.size = 2 << 20;
+    expect_ok(
+        ioctl(&dev, abi::IOCTL_ALLOCATE_TLB, &mut alloc),
+        "ALLOCATE_TLB",
+    )?;
+    let exported = ctx(
+        super::tlb::export(&dev, alloc.output.id, 0, 0),
+        "EXPORT_TLB_DMABUF",
+    )?;
+    drop(dev);
+    Unbound::new(&bdf0)?.rebind()?;
+    wait_path(&node(0), true)?;
+    drop(exported);
+    let line = sysfs("/sys/class/tenstorrent/tenstorrent!0/tlb/2M")?;
+    ensure!(line.contains("free=10 "), "tlb/2M after the rebind: {line}");
+    Ok(())
+}

@@ -607,6 +607,10 @@ pub fn mapped_window_cannot_be_freed() -> TestResult {
 
         // A mapping a reset revoked counts for nobody: the window's next
         // holder frees it although the fenced file's VMA is still there.
+        // (On the Wormhole, where CONFIG_WRITE resets nothing else.)
+        if n != 0 {
+            continue;
+        }
         let stale = open(n)?;
         let w = ctx(alloc(&stale, 2 * MIB), "allocate")?;
         let stale_map = ctx(Mmio::new(&stale, w.mmap_offset_uc, PAGE), "mmap")?;

@@ -89,6 +89,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "tlb/errors_and_permissions" => tlb::errors_and_permissions;
     "tlb/enomem_vs_blocking" => tlb::enomem_vs_blocking;
     "tlb/fifo_and_release_on_kill" => tlb::fifo_and_release_on_kill;
+    "tlb/export_dmabuf" => tlb::export_dmabuf;
     "tlb/unbind_wakes_tlb_waiters" => tlb::unbind_wakes_tlb_waiters;
     "card/function_level_reset" => card::function_level_reset;
     "card/secondary_bus_reset" => card::secondary_bus_reset;
@@ -144,6 +145,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "lifecycle/module_unload_refused_while_open" => lifecycle::module_unload_refused_while_open;
     "lifecycle/unbind_with_open_file" => lifecycle::unbind_with_open_file;
     "lifecycle/unbind_with_powerdown_pending" => lifecycle::unbind_with_powerdown_pending;
+    "lifecycle/unbind_with_exported_window" => lifecycle::unbind_with_exported_window;
     "lifecycle/unbind_wakes_waiters" => lifecycle::unbind_wakes_waiters;
     "lifecycle/tlb_layout_blackhole" => tlb::layout_blackhole;
 };

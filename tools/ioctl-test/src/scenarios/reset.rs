@@ -207,6 +207,17 @@ pub fn each_flag_against_the_emulator() -> TestResult {
         ensure_eq!(result_of(&dev, 2)?, 0, "card {n}: CONFIG_WRITE result");
         let mut cold = cold + u64::from(blackhole);
         wait_cold(&mut ctl, cold)?;
+        // A Blackhole reset lost its configuration space: put it back.
+        ensure_eq!(
+            result_of(&dev, 0)?,
+            0,
+            "card {n}: RESTORE_STATE after CONFIG_WRITE"
+        );
+        ensure_eq!(
+            read16(&config, COMMAND)? & 0x6,
+            0x6,
+            "card {n}: Command after RESTORE_STATE"
+        );
         expect_errno(
             usable(&other),
             libc::ENODEV,
@@ -397,6 +408,8 @@ pub fn other_files_fenced() -> TestResult {
         }
 
         ensure_eq!(result_of(&resetter, 2)?, 0, "card {n}: CONFIG_WRITE");
+        // The Blackhole reset itself on it: its configuration space back.
+        ensure_eq!(result_of(&resetter, 0)?, 0, "card {n}: RESTORE_STATE");
         lock_waiter.wait()?;
         window_waiter.wait()?;
         holder.send("check")?;

@@ -494,3 +494,188 @@ fn blackhole_checks() -> TestResult {
     insert_module("emulated_tlb_layout=1")?;
     Ok(())
 }
+
+/// EXPORT_TLB_DMABUF: part of a window as a dma-buf descriptor.
+pub(crate) fn export(
+    dev: &impl AsRawFd,
+    tlb_id: u32,
+    offset: u64,
+    size: u64,
+) -> io::Result<std::fs::File> {
+    let mut e = abi::ExportTlbDmabuf {
+        argsz: 32,
+        tlb_id,
+        fd: -1,
+        offset,
+        size,
+        ..abi::ExportTlbDmabuf::default()
+    };
+    ioctl(dev, abi::IOCTL_EXPORT_TLB_DMABUF, &mut e)?;
+    // SAFETY: the kernel made `fd` for us, and nobody else owns it.
+    Ok(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(e.fd) })
+}
+
+/// A field of a descriptor's `/proc/self/fdinfo` entry.
+fn fdinfo(file: &std::fs::File, key: &str) -> Result<String, String> {
+    let path = format!("/proc/self/fdinfo/{}", file.as_raw_fd());
+    let text = fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
+        .ok_or_else(|| format!("{path}: no {key} in {text:?}"))
+}
+
+/// EXPORT_TLB_DMABUF, as tt-kmd 2.10 (src/export.rs): its refusals, the
+/// dma-buf it gives (its size, the exporter's name), and the window it
+/// holds: out of the pool after FREE_TLB and after the close of its file,
+/// back once the last export is closed; resets of the chip EBUSY while an
+/// export lives.
+pub fn export_dmabuf() -> TestResult {
+    const MIB: u64 = 1 << 20;
+    const PAGE: u64 = 4096;
+    for n in 0..2u32 {
+        let dev = open(n)?;
+        let free_at_start = class_num(n, "2M", "free")?;
+        let w = ctx(alloc_compat(&dev, 2 * MIB), "ALLOCATE_TLB")?;
+        let id = w.id;
+        let bad = |e: abi::ExportTlbDmabuf, what: &str| {
+            expect_errno(
+                ioctl(&dev, abi::IOCTL_EXPORT_TLB_DMABUF, &mut e.clone()),
+                libc::EINVAL,
+                what,
+            )
+        };
+        let good = abi::ExportTlbDmabuf {
+            argsz: 32,
+            tlb_id: id,
+            ..abi::ExportTlbDmabuf::default()
+        };
+        bad(abi::ExportTlbDmabuf { argsz: 31, ..good }, "argsz 31")?;
+        bad(abi::ExportTlbDmabuf { argsz: 40, ..good }, "argsz 40")?;
+        bad(abi::ExportTlbDmabuf { flags: 1, ..good }, "flags 1")?;
+        bad(
+            abi::ExportTlbDmabuf {
+                tlb_id: 256,
+                ..good
+            },
+            "tlb_id 256",
+        )?;
+        bad(abi::ExportTlbDmabuf { offset: 1, ..good }, "offset 1")?;
+        bad(
+            abi::ExportTlbDmabuf {
+                size: PAGE + 1,
+                ..good
+            },
+            "size not page-aligned",
+        )?;
+        bad(
+            abi::ExportTlbDmabuf {
+                offset: 2 * MIB,
+                ..good
+            },
+            "offset at the end",
+        )?;
+        bad(
+            abi::ExportTlbDmabuf {
+                size: 4 * MIB,
+                ..good
+            },
+            "size past the window",
+        )?;
+        bad(
+            abi::ExportTlbDmabuf {
+                offset: MIB,
+                size: 2 * MIB,
+                ..good
+            },
+            "range past the window",
+        )?;
+        let other = open(n)?;
+        expect_errno(
+            export(&other, id, 0, 0),
+            libc::EPERM,
+            "a window another file holds",
+        )?;
+        expect_errno(
+            export(&other, 150, 0, 0),
+            libc::EPERM,
+            "a window nobody holds",
+        )?;
+
+        let whole = ctx(export(&dev, id, 0, 0), "export the whole window")?;
+        ensure_eq!(
+            fdinfo(&whole, "size:")?,
+            (2 * MIB).to_string(),
+            "card {n}: dma-buf size"
+        );
+        ensure_eq!(
+            fdinfo(&whole, "exp_name:")?,
+            "tenstorrent",
+            "card {n}: exporter"
+        );
+        let part = ctx(
+            export(&dev, id, PAGE, 2 * PAGE),
+            "export part of the window",
+        )?;
+        ensure_eq!(
+            fdinfo(&part, "size:")?,
+            (2 * PAGE).to_string(),
+            "card {n}: part's size"
+        );
+
+        // No chip reset under an importer; the others are fine.
+        let mut r = abi::ResetDevice::default();
+        r.input.flags = abi::RESET_DEVICE_CONFIG_WRITE;
+        expect_errno(
+            ioctl(&dev, abi::IOCTL_RESET_DEVICE, &mut r),
+            libc::EBUSY,
+            "CONFIG_WRITE while exported",
+        )?;
+        r.input.flags = abi::RESET_DEVICE_RESTORE_STATE;
+        expect_ok(
+            ioctl(&dev, abi::IOCTL_RESET_DEVICE, &mut r),
+            "RESTORE_STATE while exported",
+        )?;
+
+        // The exports hold the window past FREE_TLB.
+        expect_ok(free_compat(&dev, id), "FREE_TLB of an exported window")?;
+        ensure_eq!(
+            class_num(n, "2M", "free")?,
+            free_at_start - 1,
+            "card {n}: free after FREE_TLB"
+        );
+        drop(whole);
+        ensure_eq!(
+            class_num(n, "2M", "free")?,
+            free_at_start - 1,
+            "card {n}: free with one export left"
+        );
+        drop(part);
+        ensure_eq!(
+            class_num(n, "2M", "free")?,
+            free_at_start,
+            "card {n}: free after the last export"
+        );
+
+        // And past the close of the file that allocated it.
+        let holder = open(n)?;
+        let w = ctx(alloc_compat(&holder, 2 * MIB), "ALLOCATE_TLB")?;
+        let kept = ctx(export(&holder, w.id, 0, 0), "export")?;
+        drop(holder);
+        ensure_eq!(
+            class_num(n, "2M", "free")?,
+            free_at_start - 1,
+            "card {n}: free after the holder closed"
+        );
+        drop(kept);
+        ensure_eq!(
+            class_num(n, "2M", "free")?,
+            free_at_start,
+            "card {n}: free after its export closed"
+        );
+        expect_ok(
+            ioctl(&dev, abi::IOCTL_RESET_DEVICE, &mut r),
+            "RESTORE_STATE",
+        )?;
+    }
+    Ok(())
+}

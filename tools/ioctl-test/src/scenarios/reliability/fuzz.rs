@@ -381,7 +381,15 @@ fn known(cmd: u32) -> Option<Known> {
                 reads: true,
             })
         }
-        c if [1, 4, 16].iter().any(|&nr| c == abi::io(MAGIC, nr)) => {
+        c if c == abi::IOCTL_EXPORT_TLB_DMABUF => {
+            return Some(Known::CDriver {
+                at: 0,
+                len: 32,
+                sized: false,
+                reads: true,
+            })
+        }
+        c if [1, 4].iter().any(|&nr| c == abi::io(MAGIC, nr)) => {
             return Some(Known::CDriver {
                 at: 0,
                 len: 0,
@@ -826,7 +834,20 @@ fn gen_old(rng: &mut Rng) -> (u32, Vec<u8>) {
     (cmd, b)
 }
 
+/// A RESET_DEVICE that resets (flags 1-5) would fence the fuzzer's own
+/// files and reset the chip under it: those flags become an unknown one.
 fn gen_cmd_bytes(rng: &mut Rng) -> (u32, Vec<u8>) {
+    let (cmd, mut bytes) = gen_any_cmd_bytes(rng);
+    if cmd == abi::IOCTL_RESET_DEVICE && bytes.len() >= 8 {
+        let flags = u32::from_ne_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
+        if (1..=5).contains(&flags) {
+            put32(&mut bytes, 4, 7);
+        }
+    }
+    (cmd, bytes)
+}
+
+fn gen_any_cmd_bytes(rng: &mut Rng) -> (u32, Vec<u8>) {
     match rng.below(100) {
         0..=39 => gen_ours(rng),
         40..=59 => gen_old(rng),
