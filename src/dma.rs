@@ -23,7 +23,10 @@
 //! is released.
 
 use crate::{
-    arbiter::OwnerId,
+    arbiter::{
+        Fence,
+        OwnerId, //
+    },
     iatu::{
         self,
         Region,
@@ -168,12 +171,28 @@ pub(crate) struct CardDma {
     family: Family,
     /// Whether an IOMMU translates the card's DMA.
     translated: bool,
+    limits: DmaLimits,
     state: Option<WhileBound<DmaState>>,
+}
+
+/// What all files of a card may hold together (0: no limit of the card's
+/// own; memory, `RLIMIT_MEMLOCK` and each file's 256 buffer indices still
+/// limit them). Module parameters `max_dma_buf_mb_per_card` and
+/// `max_pinned_mb_per_card`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct DmaLimits {
+    pub(crate) buffer_bytes: usize,
+    pub(crate) pinned_pages: usize,
 }
 
 impl CardDma {
     /// The DMA of bound `dev` (whose mask was set: `capable`).
-    pub(crate) fn new(dev: &Device<Bound>, family: Family, capable: bool) -> Result<Self> {
+    pub(crate) fn new(
+        dev: &Device<Bound>,
+        family: Family,
+        capable: bool,
+        limits: DmaLimits,
+    ) -> Result<Self> {
         let state = if capable {
             let state = DmaState {
                 buffers: KVec::new(),
@@ -188,6 +207,7 @@ impl CardDma {
         Ok(Self {
             family,
             translated: crate::rust_ext::dma::is_translated(dev),
+            limits,
             state,
         })
     }
@@ -206,10 +226,15 @@ impl CardDma {
         self.state.as_ref().ok_or(EINVAL)?.with(f)
     }
 
+    /// The card's limits.
+    pub(crate) fn limits(&self) -> DmaLimits {
+        self.limits
+    }
+
     /// ALLOCATE_DMA_BUF: buffer `index` of `size` bytes for `owner`.
     /// `EINVAL` for a bad size or an index the file already has, `ENOMEM`
-    /// without such a block of memory, and with `noc`, `ENOSPC` when the
-    /// card's outbound regions are all in use.
+    /// without such a block of memory or past the card's limit, and with
+    /// `noc`, `ENOSPC` when the card's outbound regions are all in use.
     pub(crate) fn allocate(
         &self,
         memory: &CardMemory,
@@ -226,6 +251,11 @@ impl CardDma {
         let result = self.with(|dev, state| {
             if state.buffer(owner, index).is_some() {
                 return Err(EINVAL);
+            }
+            let held: usize = state.buffers.iter().map(|b| b.memory.pages().len()).sum();
+            let limit = self.limits.buffer_bytes;
+            if limit != 0 && held.saturating_add(size) > limit {
+                return Err(ENOMEM);
             }
             state.buffers.reserve(1, GFP_KERNEL)?;
             let pages = DmaPages::alloc(dev, size)?;
@@ -344,7 +374,13 @@ impl CardDma {
         // Outside the mutex: pinning takes `mmap_lock`.
         let mut range = Some(PinnedRange::pin(request.address, request.count, read_only)?);
         let result = self.with(|dev, state| {
-            let result = state.add_pin(dev, self, memory, &request, &mut range);
+            let pinned: usize = state.pins.iter().map(|p| p.range.count()).sum();
+            let limit = self.limits.pinned_pages;
+            let result = if limit != 0 && pinned.saturating_add(request.count) > limit {
+                Err(ENOMEM)
+            } else {
+                state.add_pin(dev, self, memory, &request, &mut range)
+            };
             if result.is_err() {
                 if let Some(pinned) = range.as_mut() {
                     pinned.unmap();
@@ -433,6 +469,37 @@ impl CardDma {
             Ok(())
         });
         drop(freed);
+    }
+
+    /// The card is being reset (src/reset.rs): the outbound regions of the
+    /// fenced files' buffers and pins go back to the card (their NOC
+    /// addresses mean nothing any more), without touching the chip, whose
+    /// reset may have cleared them (tt-kmd 2.10 does the same). The buffers
+    /// and pins themselves stay theirs until they close.
+    pub(crate) fn fence(&self, fence: Fence) {
+        let _ = self.with(|_, state| {
+            let DmaState {
+                buffers,
+                pins,
+                regions,
+                ..
+            } = state;
+            let buffer_windows = buffers
+                .iter_mut()
+                .filter(|b| fence.is_stale(b.owner))
+                .map(|b| &mut b.noc);
+            let pin_windows = pins
+                .iter_mut()
+                .filter(|p| fence.is_stale(p.owner))
+                .map(|p| &mut p.noc);
+            let windows = Iterator::chain(buffer_windows, pin_windows);
+            for window in windows {
+                if let Some(window) = window.take() {
+                    regions[window.slot] = None;
+                }
+            }
+            Ok(())
+        });
     }
 
     /// MAP_PEER_BAR: maps `len` bytes of `range` (another card's BAR) from

@@ -9,7 +9,10 @@ use crate::{
         PciIdentity, //
     },
     debugfs::CardDebugfs,
-    dma::CardDma,
+    dma::{
+        CardDma,
+        DmaLimits, //
+    },
     mapping::CardMemory,
     power::CardPower,
     procfs::CardProc,
@@ -184,7 +187,17 @@ impl pci::Driver for TenstorrentDriver {
             }
         };
         let dev: &kernel::device::Device<Core<'_>> = pdev.as_ref();
-        let dma = CardDma::new(dev, layout.family, dma_capable)?;
+        let mib = |param: u32| {
+            usize::try_from(param)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(1 << 20)
+        };
+        let limits = DmaLimits {
+            buffer_bytes: mib(crate::module_parameters::max_dma_buf_mb_per_card.value()),
+            pinned_pages: mib(crate::module_parameters::max_pinned_mb_per_card.value())
+                / kernel::page::PAGE_SIZE,
+        };
+        let dma = CardDma::new(dev, layout.family, dma_capable, limits)?;
         let function = CardFunction::new(pdev)?;
         let bars = Bars::map(pdev);
         let windows = layout.classes().iter().map(|c| c.total as usize).sum();

@@ -285,6 +285,7 @@ impl Card {
             self.memory.revoke_window(layout, id, exported)
         });
         self.power.fence(fence);
+        self.dma.fence(fence);
         self.memory.zap_all();
     }
 

@@ -322,10 +322,11 @@ impl Card {
 
     fn show_dma(&self, out: &mut Page<'_>) -> fmt::Result {
         let usage = self.dma.usage(None);
+        let limits = self.dma.limits();
         writeln!(
             out,
             "buffers={} buffer_bytes={} pins={} pinned_pages={} outbound_regions={}/{} \
-             peer_mappings={} translated={}",
+             peer_mappings={} translated={} buffer_limit_bytes={} pinned_limit_pages={}",
             usage.buffers,
             usage.buffer_bytes,
             usage.pins,
@@ -334,6 +335,8 @@ impl Card {
             crate::iatu::REGIONS,
             usage.peer_mappings,
             u8::from(self.dma.is_translated()),
+            limits.buffer_bytes,
+            limits.pinned_pages,
         )
     }
 

@@ -134,6 +134,16 @@ module! {
             description: "How long a Wormhole stays powered up after its last vote goes, in \
                 milliseconds (0: at once); Blackhole powers down at once",
         },
+        max_dma_buf_mb_per_card: u32 {
+            default: 0,
+            description: "MiB of DMA buffers (ALLOCATE_DMA_BUF) all files of a card may hold \
+                together; 0: no limit of the card's own",
+        },
+        max_pinned_mb_per_card: u32 {
+            default: 0,
+            description: "MiB of pinned pages (PIN_PAGES) all files of a card may hold together, \
+                besides each process's RLIMIT_MEMLOCK; 0: no limit of the card's own",
+        },
         emulated_tlb_layout: u32 {
             default: 0,
             description: "TLB window layout of devices that are neither Wormhole nor Blackhole \

@@ -946,3 +946,86 @@ pub fn map_peer_bar_between_cards() -> TestResult {
     drop(a);
     expect_usage(0, &["peer_mappings=0"], "after close")
 }
+
+/// A reset that fences a file (CONFIG_WRITE, on the Wormhole, where it
+/// resets nothing else) gives the outbound regions of its NOC DMA buffer
+/// back to the card at once, as tt-kmd 2.10 does; the buffer itself stays
+/// the file's (mapped, readable) until it closes. The resetter then gets
+/// a region of its own.
+pub fn reset_frees_fenced_regions() -> TestResult {
+    let n = 0;
+    expect_usage(n, &["buffers=0", "outbound_regions=0/16"], "at the start")?;
+    let stale = open(n)?;
+    let buf = ctx(
+        allocate(&stale, 0, 4096, abi::ALLOCATE_DMA_BUF_NOC_DMA as u8),
+        "ALLOCATE_DMA_BUF with NOC_DMA",
+    )?;
+    let map = ctx(
+        Mmio::new(&stale, buf.mapping_offset, 4096),
+        "mmap the buffer",
+    )?;
+    map.write32(0, 0x5eed_0001);
+    expect_usage(
+        n,
+        &["buffers=1", "outbound_regions=1/16"],
+        "with the buffer",
+    )?;
+    let resetter = open(n)?;
+    let mut r = abi::ResetDevice::default();
+    r.input.flags = abi::RESET_DEVICE_CONFIG_WRITE;
+    expect_ok(
+        ioctl(&resetter, abi::IOCTL_RESET_DEVICE, &mut r),
+        "CONFIG_WRITE",
+    )?;
+    expect_usage(
+        n,
+        &["buffers=1", "outbound_regions=0/16"],
+        "after the reset",
+    )?;
+    ensure_eq!(map.read32(0), 0x5eed_0001, "the fenced file's buffer");
+    let own = ctx(
+        allocate(&resetter, 0, 4096, abi::ALLOCATE_DMA_BUF_NOC_DMA as u8),
+        "the resetter's NOC_DMA buffer",
+    )?;
+    ensure!(own.noc_address != 0, "no NOC address for the resetter");
+    expect_usage(
+        n,
+        &["buffers=2", "outbound_regions=1/16"],
+        "with the resetter's",
+    )?;
+    drop(map);
+    drop(stale);
+    drop(resetter);
+    expect_usage(n, &["buffers=0", "outbound_regions=0/16"], "at the end")
+}
+
+/// What other scenarios need of DMA (reliability/dma_limits_per_card).
+pub(super) mod helpers {
+    use super::*;
+
+    /// ALLOCATE_DMA_BUF of `size` bytes at `index`, no flags.
+    pub(in crate::scenarios) fn allocate_buffer(
+        dev: &impl AsRawFd,
+        index: u8,
+        size: u32,
+    ) -> io::Result<abi::AllocateDmaBufOut> {
+        allocate(dev, index, size, 0)
+    }
+
+    /// PIN_PAGES of `size` bytes at `addr`, no flags.
+    pub(in crate::scenarios) fn pin_pages(
+        dev: &impl AsRawFd,
+        addr: usize,
+        size: u64,
+    ) -> io::Result<(u64, u64)> {
+        pin(dev, addr, size, 0)
+    }
+
+    pub(in crate::scenarios) fn unpin_pages(
+        dev: &impl AsRawFd,
+        addr: usize,
+        size: u64,
+    ) -> io::Result<i32> {
+        unpin(dev, addr, size)
+    }
+}

@@ -4,6 +4,7 @@ mod card;
 mod client;
 mod compat;
 mod dma;
+use dma::helpers as dma_helpers;
 mod excl;
 mod info;
 mod lifecycle;
@@ -114,6 +115,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "reliability/resets_under_load" => reliability::resets_under_load, 900;
     "reliability/unbind_rebind_under_load" => reliability::unbind_rebind_under_load, 900;
     "reliability/module_reload" => reliability::module_reload, 900;
+    "reliability/dma_limits_per_card" => reliability::dma_limits_per_card, 300;
     "mapping/query_mappings_values" => mapping::query_mappings_values;
     "mapping/bars_uc_and_wc" => mapping::bars_uc_and_wc, 120;
     "mapping/windows_every_size" => mapping::windows_every_size, 180;
@@ -129,6 +131,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "dma/noc_dma_buffers" => dma::noc_dma_buffers, 120;
     "dma/pinned_pages" => dma::pinned_pages, 120;
     "dma/pins_charged_to_memlock" => dma::pins_charged_to_memlock;
+    "dma/reset_frees_fenced_regions" => dma::reset_frees_fenced_regions;
     "dma/crash_storm" => dma::crash_storm, 300;
     "dma/map_peer_bar_refusals" => dma::map_peer_bar_refusals;
     "dma/map_peer_bar_between_cards" => dma::map_peer_bar_between_cards;

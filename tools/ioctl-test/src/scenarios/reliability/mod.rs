@@ -28,7 +28,9 @@ pub use fuzz::{corpus_replay, fuzz_ioctls};
 pub use scale::{thousand_waiters_64_locks, thousand_waiters_one_lock, thousands_of_files};
 pub use signals::signal_storm;
 pub use storm::crash_storm;
-pub use teardown::{module_reload, resets_under_load, unbind_rebind_under_load};
+pub use teardown::{
+    dma_limits_per_card, module_reload, resets_under_load, unbind_rebind_under_load,
+};
 
 /// Whether `TT_RELIABILITY_SCALE=stress`.
 pub fn stress_scale() -> bool {

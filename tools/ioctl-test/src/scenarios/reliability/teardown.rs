@@ -377,8 +377,12 @@ fn delete_module() -> TestResult {
 }
 
 fn insert_module(path: &str) -> TestResult {
+    insert_module_with(path, "")
+}
+
+fn insert_module_with(path: &str, params: &str) -> TestResult {
     let f = std::fs::File::open(path).map_err(|e| format!("open {path}: {e}"))?;
-    let params = CString::new("").unwrap();
+    let params = CString::new(params).map_err(|e| e.to_string())?;
     // SAFETY: finit_module with an open module file and empty parameters.
     let rc = unsafe { libc::syscall(libc::SYS_finit_module, f.as_raw_fd(), params.as_ptr(), 0) };
     ensure!(
@@ -646,4 +650,74 @@ pub fn resets_under_load() -> TestResult {
     wait_path(&node(0), true)?;
     raced.map_err(|e| format!("resetter racing the unbind: {e}"))?;
     fresh(0)
+}
+
+/// The card-wide DMA limits (module parameters `max_dma_buf_mb_per_card`,
+/// `max_pinned_mb_per_card`; none by default): with 1 MiB of each, the
+/// files of a card together get 1 MiB of buffers and 256 pinned pages,
+/// the next is ENOMEM for any of them until something is freed, and sysfs
+/// shows the limits. The module is loaded again with its defaults after.
+pub fn dma_limits_per_card() -> TestResult {
+    use super::super::dma_helpers::{allocate_buffer, pin_pages, unpin_pages};
+    let path = std::env::var("TT_MODULE_PATH").unwrap_or_else(|_| "/tenstorrent.ko".into());
+    let reload = |params: &str| -> TestResult {
+        delete_module()?;
+        wait_path(&node(0), false)?;
+        insert_module_with(&path, params)?;
+        bind_both()
+    };
+    reload("max_dma_buf_mb_per_card=1 max_pinned_mb_per_card=1")?;
+    let checked = (|| -> TestResult {
+        let usage = sysfs("/sys/class/tenstorrent/tenstorrent!0/dma/usage")?;
+        ensure!(
+            usage.contains("buffer_limit_bytes=1048576")
+                && usage.contains("pinned_limit_pages=256"),
+            "dma/usage with limits: {usage}"
+        );
+        let a = open(0)?;
+        let b = open(0)?;
+        for index in 0..4 {
+            expect_ok(
+                allocate_buffer(&a, index, 256 << 10),
+                "a buffer within the limit",
+            )?;
+        }
+        expect_errno(
+            allocate_buffer(&a, 4, 4096),
+            libc::ENOMEM,
+            "a buffer past the limit",
+        )?;
+        expect_errno(
+            allocate_buffer(&b, 0, 4096),
+            libc::ENOMEM,
+            "another file's, past the limit",
+        )?;
+        drop(a);
+        expect_ok(
+            allocate_buffer(&b, 0, 4096),
+            "a buffer once the others went",
+        )?;
+        // 256 pages pinned one by one, then the 257th.
+        let pages = Shared::new(257 * 4096)?;
+        let page = |i: usize| pages.addr() + i * 4096;
+        for i in 0..256 {
+            expect_ok(pin_pages(&b, page(i), 4096), "a pin within the limit")?;
+        }
+        expect_errno(
+            pin_pages(&b, page(256), 4096),
+            libc::ENOMEM,
+            "a pin past the limit",
+        )?;
+        expect_ok(unpin_pages(&b, page(0), 4096), "UNPIN_PAGES")?;
+        expect_ok(pin_pages(&b, page(256), 4096), "a pin once one went")?;
+        Ok(())
+    })();
+    reload("")?;
+    checked?;
+    let usage = sysfs("/sys/class/tenstorrent/tenstorrent!0/dma/usage")?;
+    ensure!(
+        usage.contains("buffer_limit_bytes=0") && usage.contains("pinned_limit_pages=0"),
+        "dma/usage with the defaults: {usage}"
+    );
+    Ok(())
 }
