@@ -459,50 +459,63 @@ impl CardMemory {
         Self::kernel_target(layout, x, y, noc, addr).is_ok()
     }
 
-    /// Writes `value` at NOC address `addr` of tile (`x`, `y`) through the
-    /// kernel's own window, and reads it back: it has reached the chip when
-    /// this returns.
+    /// Aims the kernel's own window at NOC address `addr` of tile (`x`,
+    /// `y`) on `noc` and runs `f` with the BAR and offset that reach it,
+    /// the window held for `f`.
+    fn through_kernel_window<R>(
+        &self,
+        layout: &Layout,
+        (x, y, noc): (u16, u16, u8),
+        addr: u64,
+        f: impl FnOnce(&Bars, usize, usize) -> Result<R>,
+    ) -> Result<R> {
+        let (writes, resource, offset) = Self::kernel_target(layout, x, y, noc, addr)?;
+        let _window = self.kernel_window.lock();
+        self.write(&writes)?;
+        f(&self.bars, resource, offset)
+    }
+
+    /// Writes `value` at NOC address `addr` of `tile` through the kernel's
+    /// own window, and reads it back: it has reached the chip when this
+    /// returns.
     pub(crate) fn kernel_noc_write32(
         &self,
         layout: &Layout,
-        (x, y, noc): (u16, u16, u8),
+        tile: (u16, u16, u8),
         addr: u64,
         value: u32,
     ) -> Result {
-        let (writes, resource, offset) = Self::kernel_target(layout, x, y, noc, addr)?;
-        let _window = self.kernel_window.lock();
-        self.write(&writes)?;
-        self.bars.write32_flushed(resource, offset, value)
+        self.through_kernel_window(layout, tile, addr, |bars, resource, offset| {
+            bars.write32_flushed(resource, offset, value)
+        })
     }
 
-    /// Reads the 32 bits at `addr` of tile (`x`, `y`) on NOC `noc` through
-    /// the kernel's own window.
+    /// Reads the 32 bits at NOC address `addr` of `tile` through the
+    /// kernel's own window.
     pub(crate) fn kernel_noc_read32(
         &self,
         layout: &Layout,
-        (x, y, noc): (u16, u16, u8),
+        tile: (u16, u16, u8),
         addr: u64,
     ) -> Result<u32> {
-        let (writes, resource, offset) = Self::kernel_target(layout, x, y, noc, addr)?;
-        let _window = self.kernel_window.lock();
-        self.write(&writes)?;
-        self.bars.read32(resource, offset)
+        self.through_kernel_window(layout, tile, addr, |bars, resource, offset| {
+            bars.read32(resource, offset)
+        })
     }
 
-    /// Writes `value` at NOC address `addr` of tile (`x`, `y`) through the
-    /// kernel's own window without reading it back: for registers whose
-    /// read has an effect of its own (a FIFO), or none worth waiting for.
+    /// Writes `value` at NOC address `addr` of `tile` through the kernel's
+    /// own window without reading it back: for registers whose read has an
+    /// effect of its own (a FIFO), or none worth waiting for.
     pub(crate) fn kernel_noc_write32_posted(
         &self,
         layout: &Layout,
-        (x, y, noc): (u16, u16, u8),
+        tile: (u16, u16, u8),
         addr: u64,
         value: u32,
     ) -> Result {
-        let (writes, resource, offset) = Self::kernel_target(layout, x, y, noc, addr)?;
-        let _window = self.kernel_window.lock();
-        self.write(&writes)?;
-        self.bars.write32(resource, offset, value)
+        self.through_kernel_window(layout, tile, addr, |bars, resource, offset| {
+            bars.write32(resource, offset, value)
+        })
     }
 
     /// Writes registers of the PCIe controller in BAR2 (see [`Bars::write_bar2`]).

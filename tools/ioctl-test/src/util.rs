@@ -912,6 +912,17 @@ pub fn new_query(index: u32) -> abi::LockQuery {
     q
 }
 
+/// RESET_DEVICE CONFIG_WRITE from `dev`: fences the card's other files (on
+/// a Wormhole it resets nothing else; a Blackhole resets itself on it).
+pub fn config_write_reset(dev: &impl AsRawFd) -> TestResult {
+    let mut r = abi::ResetDevice::default();
+    r.input.output_size_bytes = 8;
+    r.input.flags = abi::RESET_DEVICE_CONFIG_WRITE;
+    expect_ok(ioctl(dev, abi::IOCTL_RESET_DEVICE, &mut r), "CONFIG_WRITE")?;
+    ensure_eq!(r.output.result, 0, "CONFIG_WRITE result");
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -971,12 +971,7 @@ pub fn reset_frees_fenced_regions() -> TestResult {
         "with the buffer",
     )?;
     let resetter = open(n)?;
-    let mut r = abi::ResetDevice::default();
-    r.input.flags = abi::RESET_DEVICE_CONFIG_WRITE;
-    expect_ok(
-        ioctl(&resetter, abi::IOCTL_RESET_DEVICE, &mut r),
-        "CONFIG_WRITE",
-    )?;
+    config_write_reset(&resetter)?;
     expect_usage(
         n,
         &["buffers=1", "outbound_regions=0/16"],

@@ -615,12 +615,7 @@ pub fn mapped_window_cannot_be_freed() -> TestResult {
         let w = ctx(alloc(&stale, 2 * MIB), "allocate")?;
         let stale_map = ctx(Mmio::new(&stale, w.mmap_offset_uc, PAGE), "mmap")?;
         let resetter = open(n)?;
-        let mut r = abi::ResetDevice::default();
-        r.input.flags = abi::RESET_DEVICE_CONFIG_WRITE;
-        expect_ok(
-            ioctl(&resetter, abi::IOCTL_RESET_DEVICE, &mut r),
-            "CONFIG_WRITE",
-        )?;
+        config_write_reset(&resetter)?;
         let again = ctx(alloc(&resetter, 2 * MIB), "allocate the freed window")?;
         ensure_eq!(again.id, w.id, "card {n}: the fenced file's window");
         expect_ok(
