@@ -19,7 +19,13 @@ use crate::{
     open_gate::OpenGate,
     power::CardPower,
     reset::CardFunction,
-    rust_ext::workqueue::cancel_delayed_work_sync,
+    rust_ext::{
+        task::{
+            comm,
+            TASK_COMM_LEN, //
+        },
+        workqueue::cancel_delayed_work_sync,
+    },
     telemetry::Telemetry,
     tlb::{
         Layout,
@@ -196,6 +202,20 @@ impl Card {
             pids.push(pid, GFP_KERNEL)?;
         }
         Ok(pids)
+    }
+
+    /// The open files, in opening order: the owner, the opener's pid in the
+    /// caller's pid namespace (0 if not visible there) and its comm now.
+    pub(crate) fn openers_info(&self) -> Result<KVec<(OwnerId, u32, [u8; TASK_COMM_LEN])>> {
+        let current = kernel::current!();
+        let ns = current.active_pid_ns();
+        let openers = self.openers.lock();
+        let mut out = KVec::with_capacity(openers.len(), GFP_KERNEL)?;
+        for opener in openers.iter() {
+            let pid = u32::try_from(opener.task.tgid_nr_ns(ns)).unwrap_or(0);
+            out.push((opener.owner, pid, comm(&opener.task)), GFP_KERNEL)?;
+        }
+        Ok(out)
     }
 
     /// Whether the card has been unbound.

@@ -5,13 +5,23 @@
 //! One line per lock that has waiters, its name then the waiters' pids in
 //! the order they will be granted; then the whole queue, one request per
 //! line, with every lock it asks for.
+//!
+//! `/sys/kernel/debug/tenstorrent/N/mappings`: what each open file of card
+//! N holds, tt-kmd 2.10's diagnostic view (its `mappings` file, whose
+//! header and line kinds this follows; UMD's error messages point users
+//! at it): the file itself (OPEN_FD), its pinned pages and DMA buffers
+//! with their bus and NOC addresses, its windows (TLB-alloc, and TLB for a
+//! mapped one) and its BAR mappings.
 
 use crate::{
     arbiter::{
         bit,
+        OwnerId,
         LOCK_COUNT, //
     },
     card::Card,
+    dma::DmaKind,
+    mapping::window_place,
     sysfs::write_lock_name,
 };
 use core::fmt::{
@@ -61,10 +71,112 @@ impl debugfs::Writer for Waiters {
     }
 }
 
+pub(crate) struct Mappings(Arc<Card>);
+
+impl Mappings {
+    fn write_file(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        owner: OwnerId,
+        who: &dyn Fn(&mut fmt::Formatter<'_>, &str) -> fmt::Result,
+    ) -> fmt::Result {
+        let card = &self.0;
+        who(f, "OPEN_FD")?;
+        f.write_char('\n')?;
+        let bus = if card.dma.is_translated() {
+            "IOVA"
+        } else {
+            "PA"
+        };
+        for e in card.dma.entries().unwrap_or_default().iter() {
+            if e.owner != owner {
+                continue;
+            }
+            let kind = match (e.what, e.noc_address.is_some()) {
+                (DmaKind::Pin(_), false) => "PIN_PAGES",
+                (DmaKind::Pin(_), true) => "PIN_PAGES+IATU",
+                (DmaKind::Buffer(_), false) => "DMA_BUF",
+                (DmaKind::Buffer(_), true) => "DMA_BUF+IATU",
+            };
+            who(f, kind)?;
+            match e.what {
+                DmaKind::Pin(va) => write!(f, " VA: 0x{va:016x}")?,
+                DmaKind::Buffer(index) => write!(f, " ID: {index:<3}")?,
+            }
+            write!(f, " -> {bus}: 0x{:016x}", e.dma_address)?;
+            if let Some(noc) = e.noc_address {
+                write!(f, " -> NOC: 0x{noc:x}")?;
+            }
+            writeln!(f, " (size=0x{:x})", e.size)?;
+        }
+        let layout = card.tlb.layout();
+        for (id, holder) in card.tlb.held_windows().unwrap_or_default().iter() {
+            if *holder != owner {
+                continue;
+            }
+            who(f, "TLB-alloc")?;
+            writeln!(f, " ID: {id:<3}")?;
+            if let (true, Some(place)) = (card.memory.window_mapped(*id), window_place(layout, *id))
+            {
+                who(f, "TLB")?;
+                writeln!(
+                    f,
+                    " ID: {id:<3} -> BAR{} + 0x{:x} (size=0x{:x})",
+                    2 * place.resource,
+                    place.bar_offset,
+                    place.size
+                )?;
+            }
+        }
+        for v in card.memory.bar_vmas().unwrap_or_default().iter() {
+            if v.owner != owner {
+                continue;
+            }
+            who(f, "BAR")?;
+            let caching = if v.write_combined { "WC" } else { "UC" };
+            writeln!(f, " BAR{} {caching} (mappings={})", 2 * v.resource, v.count)?;
+        }
+        Ok(())
+    }
+}
+
+impl debugfs::Writer for Mappings {
+    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "WARNING: This file is for diagnostic purposes only.\n\
+             Its format is not stable and may change in future driver versions.\n\
+             Do not write scripts that parse this file.\n\n",
+        )?;
+        writeln!(
+            f,
+            "{:<8} {:<16} {:<14} Mapping Details",
+            "PID", "Comm", "Type"
+        )?;
+        writeln!(
+            f,
+            "{:<8} {:<16} {:<14} ---------------",
+            "----", "----", "----"
+        )?;
+        let Ok(openers) = self.0.openers_info() else {
+            return writeln!(f, "unavailable");
+        };
+        for (owner, pid, comm) in openers.iter() {
+            let name = comm.iter().take_while(|&&c| c != 0).count();
+            let name = core::str::from_utf8(&comm[..name]).unwrap_or("?");
+            let who = |f: &mut fmt::Formatter<'_>, kind: &str| {
+                write!(f, "{pid:<8} {name:<16} {kind:<14}")
+            };
+            self.write_file(f, *owner, &who)?;
+        }
+        Ok(())
+    }
+}
+
 /// The debugfs directory of a card, removed when dropped.
 pub(crate) struct CardDebugfs {
-    // Drop order: the file, then its directory.
+    // Drop order: the files, then their directory.
     _waiters: Pin<KBox<debugfs::File<Waiters>>>,
+    _mappings: Pin<KBox<debugfs::File<Mappings>>>,
     _dir: debugfs::Dir,
 }
 
@@ -76,8 +188,13 @@ impl CardDebugfs {
             dir.read_only_file(c"waiters", Waiters(card.clone())),
             GFP_KERNEL,
         )?;
+        let mappings = KBox::pin_init(
+            dir.read_only_file(c"mappings", Mappings(card.clone())),
+            GFP_KERNEL,
+        )?;
         Ok(Self {
             _waiters: waiters,
+            _mappings: mappings,
             _dir: dir,
         })
     }

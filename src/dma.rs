@@ -111,6 +111,8 @@ struct Pin {
     owner: OwnerId,
     address: usize,
     range: PinnedRange,
+    /// Its bus address (an IOVA behind an IOMMU).
+    dma_address: u64,
     noc: Option<NocWindow>,
 }
 
@@ -136,6 +138,22 @@ struct DmaState {
     /// Other cards' BARs mapped for this card (MAP_PEER_BAR).
     peers: KVec<Peer>,
     regions: [Option<Region>; REGIONS],
+}
+
+/// A buffer (by index) or a pin (by user address).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum DmaKind {
+    Buffer(u8),
+    Pin(usize),
+}
+
+/// A buffer or pin as the debugfs `mappings` view shows it.
+pub(crate) struct DmaEntry {
+    pub(crate) owner: OwnerId,
+    pub(crate) what: DmaKind,
+    pub(crate) dma_address: u64,
+    pub(crate) noc_address: Option<u64>,
+    pub(crate) size: usize,
 }
 
 /// What was freed under the mutex, dropped after it.
@@ -224,6 +242,34 @@ impl CardDma {
 
     fn with<R>(&self, f: impl FnOnce(&Device<Bound>, &mut DmaState) -> Result<R>) -> Result<R> {
         self.state.as_ref().ok_or(EINVAL)?.with(f)
+    }
+
+    /// Every buffer and pin of every file, for the debugfs `mappings` view.
+    pub(crate) fn entries(&self) -> Result<KVec<DmaEntry>> {
+        self.with(|_, state| {
+            let mut entries = KVec::new();
+            for b in state.buffers.iter() {
+                let entry = DmaEntry {
+                    owner: b.owner,
+                    what: DmaKind::Buffer(b.index),
+                    dma_address: b.memory.pages().dma_address(),
+                    noc_address: b.noc.map(|w| w.address),
+                    size: b.memory.pages().len(),
+                };
+                entries.push(entry, GFP_KERNEL)?;
+            }
+            for p in state.pins.iter() {
+                let entry = DmaEntry {
+                    owner: p.owner,
+                    what: DmaKind::Pin(p.address),
+                    dma_address: p.dma_address,
+                    noc_address: p.noc.map(|w| w.address),
+                    size: p.range.count() * PAGE_SIZE,
+                };
+                entries.push(entry, GFP_KERNEL)?;
+            }
+            Ok(entries)
+        })
     }
 
     /// The card's limits.
@@ -624,6 +670,7 @@ impl DmaState {
                 owner: r.owner,
                 address: r.address,
                 range: pinned,
+                dma_address,
                 noc: window,
             },
             GFP_KERNEL,

@@ -241,12 +241,18 @@ impl FileOperations for Card {
 
     fn vma_open(open: &OpenFile, offset: u64, tag: usize) {
         let layout = open.card.tlb.layout();
-        open.card.memory.window_vma(layout, offset, tag, true);
+        let owner = open.owner.id();
+        open.card
+            .memory
+            .vma_changed(layout, owner, offset, tag, true);
     }
 
     fn vma_close(open: &OpenFile, offset: u64, tag: usize) {
         let layout = open.card.tlb.layout();
-        open.card.memory.window_vma(layout, offset, tag, false);
+        let owner = open.owner.id();
+        open.card
+            .memory
+            .vma_changed(layout, owner, offset, tag, false);
     }
 
     fn fault(open: &OpenFile, fault: &VmFault) -> FaultResult {
@@ -1070,7 +1076,13 @@ impl OpenFile {
         let layout = self.card.tlb.layout();
         let (target, caching) = mapping::decode_mmap(layout, self.card.memory.lens(), offset, len)?;
         match target {
-            Target::Bar { .. } => self.card.memory.mmap(vma, caching),
+            Target::Bar { .. } => {
+                self.card.memory.mmap(vma, caching)?;
+                self.card
+                    .memory
+                    .vma_changed(layout, self.owner.id(), offset, 0, true);
+                Ok(())
+            }
             Target::Window(window) => self
                 .card
                 .tlb

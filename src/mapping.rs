@@ -35,6 +35,7 @@
 //! `SIGBUS`, whatever process made it.
 
 use crate::{
+    arbiter::OwnerId,
     bars::Bars,
     rust_ext::mm::{
         set_io_pfnmap,
@@ -268,13 +269,25 @@ pub(crate) struct CardMemory {
     /// Held while the kernel's own window is aimed and used.
     #[pin]
     kernel_window: Mutex<()>,
-    /// How many times each window was revoked. A window mapping is tagged
-    /// with its window's count at mmap and faults only while it is the
-    /// same: a file that frees a window and takes it again does not get
+    /// Per window: how many times it was revoked in the high 32 bits, and
+    /// how many VMAs map it since then in the low. A window mapping is
+    /// tagged with its window's count at mmap and faults only while it is
+    /// the same: a file that frees a window and takes it again does not get
     /// its old, revoked mappings back.
-    /// Per window: how many times it was revoked (its mappings' tag) in
-    /// the high 32 bits, and how many VMAs map it since then in the low.
     windows: KVec<AtomicU64>,
+    /// BAR VMAs by file, RESOURCE and caching (WC or not), for the debugfs
+    /// `mappings` view.
+    #[pin]
+    bar_vmas: Mutex<KVec<BarVmas>>,
+}
+
+/// The BAR VMAs of one file of one RESOURCE and caching.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BarVmas {
+    pub(crate) owner: OwnerId,
+    pub(crate) resource: usize,
+    pub(crate) write_combined: bool,
+    pub(crate) count: u32,
 }
 
 impl CardMemory {
@@ -293,6 +306,7 @@ impl CardMemory {
             targets <- new_mutex!(targets),
             kernel_window <- new_mutex!(()),
             windows: window_states,
+            bar_vmas <- new_mutex!(KVec::new()),
         }))
     }
 
@@ -375,12 +389,55 @@ impl CardMemory {
         });
     }
 
-    /// A VMA of the window at file offset `offset` was copied (`made`) or
+    /// A VMA of file `owner` at file offset `offset` was made (`made`) or
     /// went away; `tag` is its mapping's (see [`CardMemory::count_vma`]).
-    pub(crate) fn window_vma(&self, layout: &Layout, offset: u64, tag: usize, made: bool) {
-        if let Some(Page::Window { id, .. }) = decode_page(layout, offset) {
-            self.count_vma(id, tag, made);
+    pub(crate) fn vma_changed(
+        &self,
+        layout: &Layout,
+        owner: OwnerId,
+        offset: u64,
+        tag: usize,
+        made: bool,
+    ) {
+        match decode_page(layout, offset) {
+            Some(Page::Window { id, .. }) => self.count_vma(id, tag, made),
+            Some(Page::Bar { resource, .. }) => {
+                let write_combined = (offset / MMAP_RESOURCE_SIZE) % 2 == 1;
+                let mut vmas = self.bar_vmas.lock();
+                let found = vmas.iter().position(|v| {
+                    v.owner == owner && v.resource == resource && v.write_combined == write_combined
+                });
+                match (found, made) {
+                    (Some(i), true) => vmas[i].count = vmas[i].count.saturating_add(1),
+                    (Some(i), false) if vmas[i].count > 1 => vmas[i].count -= 1,
+                    (Some(i), false) => {
+                        let _ = vmas.remove(i);
+                    }
+                    (None, true) => {
+                        // Best effort: the view misses a mapping without memory.
+                        let v = BarVmas {
+                            owner,
+                            resource,
+                            write_combined,
+                            count: 1,
+                        };
+                        let _ = vmas.push(v, GFP_KERNEL);
+                    }
+                    (None, false) => {}
+                }
+            }
+            None => {}
         }
+    }
+
+    /// The BAR VMAs of every file.
+    pub(crate) fn bar_vmas(&self) -> Result<KVec<BarVmas>> {
+        let vmas = self.bar_vmas.lock();
+        let mut out = KVec::with_capacity(vmas.len(), GFP_KERNEL)?;
+        for v in vmas.iter() {
+            out.push(*v, GFP_KERNEL)?;
+        }
+        Ok(out)
     }
 
     /// Whether window `id` is mapped by a VMA made since its last
@@ -392,12 +449,7 @@ impl CardMemory {
     }
 
     /// Faults in the page at `fault`'s offset for the file `owner`.
-    pub(crate) fn fault(
-        &self,
-        tlb: &TlbPool,
-        owner: crate::arbiter::OwnerId,
-        fault: &VmFault,
-    ) -> FaultResult {
+    pub(crate) fn fault(&self, tlb: &TlbPool, owner: OwnerId, fault: &VmFault) -> FaultResult {
         match decode_page(tlb.layout(), fault.offset()) {
             Some(Page::Bar { resource, offset }) => {
                 let live = self.live.lock();
@@ -537,7 +589,7 @@ impl CardMemory {
     pub(crate) fn configure(
         &self,
         tlb: &TlbPool,
-        owner: crate::arbiter::OwnerId,
+        owner: OwnerId,
         id: usize,
         config: &NocTlbConfig,
     ) -> Result {

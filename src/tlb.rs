@@ -585,6 +585,18 @@ impl TlbPool {
         self.with_held(owner, id, || ()).is_some()
     }
 
+    /// Every window held, by id, with its holder.
+    pub(crate) fn held_windows(&self) -> Result<KVec<(usize, OwnerId)>> {
+        let state = self.state.lock();
+        let mut out = KVec::new();
+        for (id, holder) in state.holders.iter().enumerate() {
+            if let Some(holder) = holder {
+                out.push((id, holder.owner), GFP_KERNEL)?;
+            }
+        }
+        Ok(out)
+    }
+
     /// Whether anyone holds window `id`.
     pub(crate) fn is_held(&self, id: usize) -> bool {
         self.state

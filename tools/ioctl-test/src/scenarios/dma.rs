@@ -1024,3 +1024,60 @@ pub(super) mod helpers {
         unpin(dev, addr, size)
     }
 }
+
+/// `/sys/kernel/debug/tenstorrent/N/mappings` (tt-kmd 2.10's diagnostic
+/// view) lists what each open file holds, under its pid: the file, a pin,
+/// a DMA buffer with its NOC address, a window held and mapped, a BAR
+/// mapping; and forgets them when the file closes.
+pub fn debugfs_mappings() -> TestResult {
+    for n in 0..2u32 {
+        let path = format!("/sys/kernel/debug/tenstorrent/{n}/mappings");
+        let dev = open(n)?;
+        let pages = Shared::new(4096)?;
+        ctx(
+            pin(&dev, pages.addr(), 4096, abi::PIN_PAGES_CONTIGUOUS),
+            "PIN_PAGES",
+        )?;
+        ctx(
+            allocate(&dev, 2, 4096, abi::ALLOCATE_DMA_BUF_NOC_DMA as u8),
+            "ALLOCATE_DMA_BUF",
+        )?;
+        let w = ctx(super::mapping::alloc(&dev, 2 << 20), "ALLOCATE_TLB")?;
+        let window = ctx(Mmio::new(&dev, w.mmap_offset_wc, 4096), "mmap the window")?;
+        let bar = ctx(Mmio::new(&dev, 0, 4096), "mmap BAR0")?;
+        let text = ctx(std::fs::read_to_string(&path), &path)?;
+        let pid = getpid().to_string();
+        let mine: Vec<&str> = text
+            .lines()
+            .filter(|l| l.split_whitespace().next() == Some(&pid))
+            .collect();
+        ensure!(
+            text.starts_with("WARNING: This file is for diagnostic purposes only."),
+            "card {n}: {path} starts {text:?}"
+        );
+        for want in [
+            "OPEN_FD",
+            "PIN_PAGES",
+            "DMA_BUF+IATU",
+            "ID: 2",
+            "TLB-alloc",
+            &format!("ID: {:<3} -> BAR0", w.id),
+            "BAR0 UC (mappings=1)",
+        ] {
+            ensure!(
+                mine.iter().any(|l| l.contains(want)),
+                "card {n}: no {want:?} among this process's lines {mine:?}"
+            );
+        }
+        drop((window, bar));
+        drop(dev);
+        let text = ctx(std::fs::read_to_string(&path), &path)?;
+        ensure!(
+            !text
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(&pid)),
+            "card {n}: lines of a closed file: {text:?}"
+        );
+    }
+    Ok(())
+}
