@@ -1,7 +1,8 @@
 //! Crash storm: worker processes loop over random blocking / timed / try /
 //! LOCK_CTL / multi-lock acquisitions and releases on the locks of both
 //! cards while a supervisor SIGKILLs random ones at random moments and
-//! starts replacements.
+//! starts replacements. Each worker also holds a mapped window on each
+//! card, touched as it goes: after every round all windows are free again.
 //!
 //! Accounting that stays exact across kills. Each worker keeps, per (card,
 //! lock), one 64-bit word in shared memory holding its grant count and
@@ -194,6 +195,22 @@ fn worker(st: &Storm, slot: usize, seed: u64) -> i32 {
             return 1;
         }
     };
+    // Each worker also holds a mapped window on each card, aimed at a
+    // tile and touched as it goes: kills and exits must take the windows
+    // and their mappings down too (the storm checks they are all free).
+    let mut windows = Vec::new();
+    for (card, dev) in devs.iter().enumerate() {
+        let tile = super::super::mapping::tensix(super::super::mapping::chip(card as u32));
+        let Ok(w) = super::super::mapping::alloc(dev, 2 << 20) else {
+            continue;
+        };
+        if super::super::mapping::configure(dev, w.id, tile, 0).is_err() {
+            continue;
+        }
+        if let Ok(map) = crate::card::Mmio::new(dev, w.mmap_offset_uc, 4096) {
+            windows.push(map);
+        }
+    }
     let mut rng = Rng::new(seed);
     // A quarter of the workers exit on their own at some point, holding
     // what they hold: the kernel must release it at close like after a kill.
@@ -213,6 +230,9 @@ fn worker(st: &Storm, slot: usize, seed: u64) -> i32 {
             bit(one)
         };
         let deadline = now_ns() + rng.below(3_000_000);
+        if let Some(map) = windows.get(card as usize) {
+            let _ = map.read32(0);
+        }
         st.mark(slot, card, mask, PENDING);
         st.w(slot, W_OPS).fetch_add(1, Ordering::SeqCst);
         let (busy, timed) = (libc::EBUSY, libc::ETIMEDOUT);
@@ -332,6 +352,7 @@ pub fn crash_storm() -> TestResult {
         doubles: FirstError::new()?,
         span,
     };
+    let windows_free_before = [windows_free(0)?, windows_free(1)?];
     let left = check_all_free(&[0, 1])?;
     ensure!(
         left.lost == 0,
@@ -434,10 +455,16 @@ pub fn crash_storm() -> TestResult {
             st.w(slot, W_REAPED).store(1, Ordering::SeqCst);
         }
         // Everything is dead: every lock must be free, and the counters
-        // must agree with what the workers saw.
+        // must agree with what the workers saw; every window is free again.
         let left = check_all_free(&[0, 1])?;
         lost += left.lost;
         problems.extend(left.report);
+        for (card, free) in windows_free_before.iter().enumerate() {
+            let now = windows_free(card as u32)?;
+            if now != *free {
+                problems.push(format!("card {card}: {now} 2M windows free after round {round}, {free} before the storm"));
+            }
+        }
         let after = [snapshot(&observers[0])?, snapshot(&observers[1])?];
         let mut tally = [[Tally::default(); 64]; 2];
         for slot in first_slot..next_slot {
@@ -526,4 +553,13 @@ pub fn crash_storm() -> TestResult {
     }
     ensure!(problems.is_empty(), "{}", problems.join("\n"));
     Ok(())
+}
+
+/// How many 2 MiB windows of card `n` are free (sysfs `tlb/2M`).
+fn windows_free(n: u32) -> Result<u64, String> {
+    let line = sysfs(&format!("/sys/class/tenstorrent/tenstorrent!{n}/tlb/2M"))?;
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("free="))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("card {n}: no free= in {line:?}"))
 }

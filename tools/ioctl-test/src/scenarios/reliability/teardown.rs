@@ -209,6 +209,16 @@ pub fn unbind_rebind_under_load() -> TestResult {
                 acquire(&holder, i, abi::LOCK_NONBLOCK, 0).0,
                 "holder ACQUIRE",
             )?;
+            // A mapped window too, which the unbind must take down.
+            let window = ctx(
+                super::super::mapping::alloc(&holder, 2 << 20),
+                "ALLOCATE_TLB",
+            )?;
+            let mapped = ctx(
+                crate::card::Mmio::new(&holder, window.mmap_offset_uc, 4096),
+                "mmap",
+            )?;
+            let _ = mapped.read32(0);
             let mut pids = Vec::new();
             for w in 0..nwaiters {
                 results.u64(w as usize).store(0, Ordering::SeqCst);
@@ -264,6 +274,7 @@ pub fn unbind_rebind_under_load() -> TestResult {
                 libc::ENODEV,
                 "QUERY on the unbound card",
             )?;
+            drop(mapped);
             drop(holder);
             sysfs_write(&format!("{DRIVER}/bind"), &bdf0)?;
             wait_path(&node(0), true)?;
