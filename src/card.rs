@@ -190,20 +190,6 @@ impl Card {
         drop(gone);
     }
 
-    /// The pid of the opener of each open file, in the caller's pid
-    /// namespace (0 when not visible there or exited), in opening order.
-    pub(crate) fn opener_pids(&self) -> Result<KVec<u32>> {
-        let current = kernel::current!();
-        let ns = current.active_pid_ns();
-        let openers = self.openers.lock();
-        let mut pids = KVec::with_capacity(openers.len(), GFP_KERNEL)?;
-        for opener in openers.iter() {
-            let pid = u32::try_from(opener.task.tgid_nr_ns(ns)).unwrap_or(0);
-            pids.push(pid, GFP_KERNEL)?;
-        }
-        Ok(pids)
-    }
-
     /// The open files, in opening order: the owner, the opener's pid in the
     /// caller's pid namespace (0 if not visible there) and its comm now.
     pub(crate) fn openers_info(&self) -> Result<KVec<(OwnerId, u32, [u8; TASK_COMM_LEN])>> {
@@ -216,6 +202,13 @@ impl Card {
             out.push((opener.owner, pid, comm(&opener.task)), GFP_KERNEL)?;
         }
         Ok(out)
+    }
+
+    /// Revokes the mappings and the target of window `id`, just freed (a
+    /// dma-buf that still exports it keeps its target).
+    pub(crate) fn revoke_freed_window(&self, id: usize) {
+        let exported = self.tlb.is_exported(id);
+        self.memory.revoke_window(self.tlb.layout(), id, exported);
     }
 
     /// Whether the card has been unbound.

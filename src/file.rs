@@ -166,7 +166,7 @@ impl FileOperations for Card {
         card.arbiter.release_all(&open.owner);
         open.card
             .tlb
-            .free_all_revoking(open.owner.id(), &|id| open.revoke_window(id));
+            .free_all_revoking(open.owner.id(), &|id| open.card.revoke_freed_window(id));
         open.card.remove_opener(open.owner.id());
         card.power
             .release(open.owner.id(), &card.firmware(), |grace| {
@@ -785,16 +785,8 @@ impl OpenFile {
         self.card
             .tlb
             .free_revoking(self.owner.id(), id, &|id| memory.window_mapped(id), &|id| {
-                self.revoke_window(id)
+                self.card.revoke_freed_window(id)
             })
-    }
-
-    /// Revokes the mappings and the target of window `id`, just freed.
-    fn revoke_window(&self, id: usize) {
-        let exported = self.card.tlb.is_exported(id);
-        self.card
-            .memory
-            .revoke_window(self.card.tlb.layout(), id, exported);
     }
 
     /// QUERY_MAPPINGS, as tt-kmd 2.10: reads only `in`; writes

@@ -30,8 +30,8 @@ impl ProcShow for Pids {
     fn show(&self, m: &SeqFile) {
         // Without memory for the list the file reads empty, like a card
         // with no open file; nothing else can fail here.
-        if let Ok(pids) = self.0.opener_pids() {
-            for pid in pids.iter() {
+        if let Ok(openers) = self.0.openers_info() {
+            for (_, pid, _) in openers.iter() {
                 seq_print!(m, "{}\n", pid);
             }
         }

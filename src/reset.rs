@@ -279,11 +279,7 @@ impl Card {
     /// pages stay until then too, as in tt-kmd.
     fn fence_all_but(&self, survivor: OwnerId) {
         let fence = self.arbiter.fence_all_but(survivor);
-        let layout = self.tlb.layout();
-        self.tlb.fence(fence, &|id| {
-            let exported = self.tlb.is_exported(id);
-            self.memory.revoke_window(layout, id, exported)
-        });
+        self.tlb.fence(fence, &|id| self.revoke_freed_window(id));
         self.power.fence(fence);
         self.dma.fence(fence);
         self.memory.zap_all();
