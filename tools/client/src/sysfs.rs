@@ -76,7 +76,10 @@ pub struct LockLine {
     pub wait_max_ns: u64,
     /// Longest completed hold.
     pub hold_max_ns: u64,
-    /// Wake-ups that found nothing to do (stays 0 with FIFO hand-off).
+    /// Wake-ups that found nothing to do. FIFO hand-off wakes only the
+    /// waiter it grants to, so this stays 0 but for wake-ups meant for
+    /// something else, such as a futex's deferred wake-up that reaches a
+    /// task after it went to sleep in the driver.
     pub spurious_wakeups: u64,
 }
 

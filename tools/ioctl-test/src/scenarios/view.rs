@@ -554,16 +554,38 @@ const DONE: usize = 0; // u32 word: the stress finished
 const ROUNDS: usize = 1; // u64 words 1..: rounds of reader k
 
 /// One round of a reader: all 64 locks of card 0 (the stress's), its
-/// procfs and debugfs files.
-fn read_round() -> TestResult {
-    for i in 0..abi::LOCK_COUNT {
+/// procfs and debugfs files. `last` holds each lock's counters as the
+/// reader's previous round saw them: counters never go back. (Their
+/// values are not this test's: a spurious wake-up, say, is rare but
+/// legitimate, such as a futex's deferred wake-up delivered to a task that
+/// has since gone to sleep in the driver, and earlier scenarios leave
+/// theirs on card 0.)
+fn read_round(last: &mut [Option<LockLine>]) -> TestResult {
+    for (i, last) in (0..abi::LOCK_COUNT).zip(last.iter_mut()) {
         let l = sys(0, i)?;
         ensure!(
             l.held || (l.pid == 0 && l.comm.is_empty() && l.held_ns == 0),
             "free lock with holder fields: {l:?}"
         );
         ensure!(l.waiters <= 16, "implausible waiter count: {l:?}");
-        ensure_eq!(l.spurious_wakeups, 0, "spurious_wakeups of lock {i}");
+        if let Some(p) = last.as_ref() {
+            let counters = |l: &LockLine| {
+                [
+                    l.acquisitions,
+                    l.contended,
+                    l.owner_died,
+                    l.wait_total_ns,
+                    l.wait_max_ns,
+                    l.hold_max_ns,
+                    l.spurious_wakeups,
+                ]
+            };
+            ensure!(
+                counters(p).iter().zip(counters(&l)).all(|(a, b)| *a <= b),
+                "lock {i}: a counter went back: {p:?} then {l:?}"
+            );
+        }
+        *last = Some(l);
     }
     pids(0)?;
     let d = debugfs(0)?;
@@ -584,9 +606,10 @@ pub fn concurrent_readers_during_stress() -> TestResult {
     for k in 0..READERS {
         let shm = &shm;
         readers.push(spawn(&format!("reader {k}"), &[], move |_| {
+            let mut last = vec![None; abi::LOCK_COUNT as usize];
             // Bounded: a safety net, the stress ends much earlier.
             for _ in 0..100_000 {
-                read_round()?;
+                read_round(&mut last)?;
                 shm.u64(ROUNDS + k).fetch_add(1, Ordering::SeqCst);
                 if shm.u32(DONE).load(Ordering::SeqCst) != 0 {
                     return Ok(());
@@ -603,10 +626,15 @@ pub fn concurrent_readers_during_stress() -> TestResult {
     // Every reader is reading before the stress starts.
     let start = Instant::now();
     while rounds().contains(&0) {
-        ensure!(
-            start.elapsed() < PATIENCE,
-            "readers did not complete a first round"
-        );
+        if start.elapsed() >= PATIENCE {
+            // A reader that failed its first round says why when reaped.
+            shm.u32(DONE).store(1, Ordering::SeqCst);
+            let why = crate::worker::wait_all(readers).err().unwrap_or_default();
+            return Err(format!(
+                "readers did not complete a first round in {PATIENCE:?} (rounds {:?}): {why}",
+                rounds()
+            ));
+        }
         std::thread::sleep(Duration::from_millis(1));
     }
     let first_round = start.elapsed();
