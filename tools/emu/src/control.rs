@@ -81,12 +81,14 @@ pub enum Command {
     Resets,
     /// The power-setting messages the firmware received.
     Power,
+    /// What the board's firmware reports about it: ids and versions.
+    Board,
 }
 
 const HELP: &str = "commands: ping | help | status | vanish | reappear | exit [STATUS] | \
 arc-hang | arc-resume | delay MS | aer correctable|nonfatal|fatal | \
 noc-read X Y ADDR LEN | noc-write X Y ADDR HEX | dma-read IOVA LEN | \
-dma-write IOVA HEX | msi | unplug | resets | power (numbers decimal or 0x-hex)";
+dma-write IOVA HEX | msi | unplug | resets | power | board (numbers decimal or 0x-hex)";
 
 /// Parses a number, decimal or `0x` hexadecimal.
 fn number(s: &str, what: &str) -> Result<u64, String> {
@@ -178,6 +180,7 @@ pub fn parse(line: &str) -> Result<Option<Command>, String> {
         "unplug" => want(0, "unplug").map(|_| Command::Unplug)?,
         "resets" => want(0, "resets").map(|_| Command::Resets)?,
         "power" => want(0, "power").map(|_| Command::Power)?,
+        "board" => want(0, "board").map(|_| Command::Board)?,
         "delay" => {
             want(1, "delay MS")?;
             let ms = number(args[0], "delay")?;
@@ -361,6 +364,21 @@ pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
                 r.cold, r.secondary_bus, r.function_level,
             ))
         }
+        Command::Board => {
+            let card = lock(&shared.card);
+            let b = card.noc().arc().board();
+            ok(format!(
+                "name={} board-id=0x{:016x} upi=0x{:x} fw-bundle=0x{:08x} arc-fw=0x{:08x} \
+                 eth-fw=0x{:08x} asic-id=0x{:016x}",
+                b.name,
+                b.board_id,
+                b.upi(),
+                b.fw_bundle_version,
+                b.cm_fw_version,
+                b.eth_fw_version,
+                b.asic_id,
+            ))
+        }
         Command::Power => {
             let card = lock(&shared.card);
             let (received, last) = card.noc().arc().power_settings();
@@ -517,6 +535,7 @@ mod tests {
         assert_eq!(p("arc-resume"), Command::ArcResume);
         assert_eq!(p("resets"), Command::Resets);
         assert_eq!(p("power"), Command::Power);
+        assert_eq!(p("board"), Command::Board);
         assert_eq!(p("help"), Command::Help);
         assert_eq!(p("unplug"), Command::Unplug);
         assert!(parse("ping now").is_err());

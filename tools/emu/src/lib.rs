@@ -11,8 +11,9 @@
 //!   engines, resets), [`tlb`] (the TLB window registers of each arch and
 //!   their decoding), [`noc`] (the grid of tiles, their sparse memory and
 //!   NIUs, the PCIe controller's iATU and DBI), [`arc`] (the ARC firmware:
-//!   boot state, message interfaces, chip resets it starts) and
-//!   [`telemetry`] (the tables it publishes and the default boards).
+//!   boot state, message interfaces, chip resets it starts),
+//!   [`telemetry`] (the tables it publishes and the default boards) and
+//!   [`erisc`] (what the Ethernet cores' firmware keeps in their L1).
 //!
 //! README.md says what is modelled, what is not, and the control protocol.
 
@@ -20,6 +21,7 @@ pub mod arc;
 pub mod card;
 pub mod config_space;
 pub mod control;
+pub mod erisc;
 pub mod host_memory;
 pub mod noc;
 pub mod server;

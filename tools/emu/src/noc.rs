@@ -32,7 +32,8 @@
 //!
 //! # Coordinates as configured here
 //! NOC coordinate translation is off (`NIU_CFG_0` bit 14 clear, which tt-umd
-//! and tt-kmd's test read to decide) and nothing is harvested, so clients
+//! and tt-kmd's test read to decide) and no Tensix or DRAM is harvested
+//! (a p150's two harvested Ethernet channels keep their tiles), so clients
 //! address tiles by their physical NOC0/NOC1 coordinates. (tt-kmd PR #72
 //! review: "if there's no translation, then there's no harvesting".)
 
@@ -41,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::arc::ArcFirmware;
 use crate::config_space::{ConfigSpace, CONFIG_SPACE_SIZE};
+use crate::erisc::EriscFirmware;
 use crate::host_memory::HostMemory;
 
 use crate::Arch;
@@ -184,8 +186,17 @@ pub fn tensix_l1_size(arch: Arch) -> u64 {
     }
 }
 
-/// Ethernet core L1 size: tt-umd `ETH_L1_SIZE`, 256 KiB on both.
-pub const ETH_L1_SIZE: u64 = 256 * 1024;
+/// Ethernet core L1 size. Wormhole: tt-umd `ETH_L1_SIZE`, 256 KiB.
+/// Blackhole: 512 KiB, since its base firmware keeps `eth_status_t` at
+/// 0x7CC00 and the chip info at 0x7CFC0 (tt-umd `blackhole_eth.hpp`,
+/// `topology_discovery_blackhole.cpp`); tt-umd's `ETH_L1_SIZE` of 256 KiB
+/// there is the part it gives to programs.
+pub fn eth_l1_size(arch: Arch) -> u64 {
+    match arch {
+        Arch::Wormhole => 256 * 1024,
+        Arch::Blackhole => 512 * 1024,
+    }
+}
 
 /// Memory behind one DRAM bank: tt-umd `DRAM_BANK_SIZE`, 2 GiB x 6 banks on
 /// Wormhole (n150: 12 GB), 4 GiB x 8 banks on Blackhole (p150: 32 GB).
@@ -479,7 +490,7 @@ fn tile_regions(arch: Arch, x: u8, y: u8, kind: TileKind) -> Vec<Region> {
             let l1 = if kind == TileKind::Tensix {
                 tensix_l1_size(arch)
             } else {
-                ETH_L1_SIZE
+                eth_l1_size(arch)
             };
             v.push(r(0, l1, Target::L1));
             v.push(r(0xFF00_0000, 0x100_0000, Target::Regs { owner: me }));
@@ -762,6 +773,7 @@ pub struct Noc {
     arch: Arch,
     host: Arc<HostMemory>,
     arc: ArcFirmware,
+    erisc: EriscFirmware,
     pcie: PcieController,
     regions: HashMap<(u8, u8), Vec<Region>>,
     l1: HashMap<(u8, u8), SparseMemory>,
@@ -799,6 +811,10 @@ impl Noc {
             arch,
             host,
             arc: ArcFirmware::new(arch),
+            erisc: EriscFirmware::new(match arch {
+                Arch::Wormhole => WH_ETH.len(),
+                Arch::Blackhole => BH_ETH.len(),
+            }),
             pcie: PcieController::new(arch),
             regions,
             l1: HashMap::new(),
@@ -857,6 +873,7 @@ impl Noc {
         self.regs.clear();
         self.pcie.reset();
         self.arc.reset();
+        self.erisc.reset();
     }
 
     /// Forgets all tile memory (L1 and DRAM): a card that lost power.
@@ -1025,7 +1042,14 @@ impl Noc {
                     .entry(tile)
                     .or_insert_with(|| SparseMemory::new(size));
                 match access {
-                    Access::Read(b) => mem.read(offset, b),
+                    Access::Read(b) => {
+                        mem.read(offset, b);
+                        if let Some(TileKind::Ethernet { channel }) =
+                            tile_kind(self.arch, tile.0, tile.1)
+                        {
+                            self.erisc_words(channel, offset, b);
+                        }
+                    }
                     Access::Write(d) => mem.write(offset, d),
                 }
                 Ok(())
@@ -1065,6 +1089,19 @@ impl Noc {
                     Access::Write(d) => self.pcie.dbi_write(offset, d),
                 }
                 Ok(())
+            }
+        }
+    }
+
+    /// Puts what the Ethernet firmware keeps over a read of its L1 (whole
+    /// aligned words inside the read).
+    fn erisc_words(&mut self, channel: u8, offset: u64, buf: &mut [u8]) {
+        let first = offset.next_multiple_of(4);
+        let end = offset + buf.len() as u64;
+        for word in (first..end.saturating_sub(3)).step_by(4) {
+            if let Some(v) = self.erisc.read_word(self.arc.board(), channel, word) {
+                let at = (word - offset) as usize;
+                buf[at..at + 4].copy_from_slice(&v.to_le_bytes());
             }
         }
     }
@@ -1676,6 +1713,29 @@ mod tests {
             read32(&mut n, NocId::Noc0, 2, 0, 0xF800_0000_0000_0078),
             0x2810
         );
+    }
+
+    #[test]
+    fn ethernet_l1_shows_the_firmware_words() {
+        let mut wh = noc(Arch::Wormhole);
+        // Channel 1 at (1, 0): the heartbeat moves on every read, over what
+        // the host wrote there; plain L1 next to it is memory.
+        wh.write(NocId::Noc0, 1, 0, 0x1C, &[0; 4]).unwrap();
+        let a = read32(&mut wh, NocId::Noc0, 1, 0, 0x1C);
+        let b = read32(&mut wh, NocId::Noc0, 1, 0, 0x1C);
+        assert_ne!(a, b);
+        assert_eq!(a >> 16, 0xABCD);
+        // A wider read covering the word gets it too.
+        let mut wide = [0; 16];
+        wh.read(NocId::Noc0, 1, 0, 0x1100, &mut wide).unwrap();
+        assert_eq!(u32::from_le_bytes(wide[4..8].try_into().unwrap()), 2);
+        wh.write(NocId::Noc0, 1, 0, 0x2000, &7u32.to_le_bytes())
+            .unwrap();
+        assert_eq!(read32(&mut wh, NocId::Noc0, 1, 0, 0x2000), 7);
+        // A Tensix L1 has no such words.
+        assert_eq!(read32(&mut wh, NocId::Noc0, 1, 1, 0x1104), 0);
+        let mut bh = noc(Arch::Blackhole);
+        assert_eq!(read32(&mut bh, NocId::Noc0, 1, 1, 0x7CC04), 2);
     }
 
     #[test]

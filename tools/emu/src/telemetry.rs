@@ -377,8 +377,12 @@ impl Board {
     ///   35 %, 1800 RPM;
     /// - GDDR6 at 16 Gbps, all eight channels trained (`0x5555`), GDDR dies
     ///   at 42..44 C;
-    /// - all 14 Tensix columns, 14 ETH, 8 GDDR, 4 L2CPU enabled; the host on
-    ///   PCIe instance 0 (`PCIE_USAGE` = 1); no NOC translation.
+    /// - all 14 Tensix columns, 8 GDDR, 4 L2CPU enabled, 12 of the 14 ETH
+    ///   (a p150's die always has two ETH harvested: tt-umd 0.9.12's
+    ///   `BlackholeCoordinateManager` refuses a full Blackhole with other
+    ///   than 2 or 14 harvested; which two varies by chip, here channels 0
+    ///   and 1); the host on PCIe instance 0 (`PCIE_USAGE` = 1); no NOC
+    ///   translation.
     pub fn p150a() -> Self {
         Board {
             arch: Arch::Blackhole,
@@ -424,7 +428,7 @@ impl Board {
             gddr_status: 0x5555,
             tensix_harvesting: 0,
             enabled_tensix_cols: 0x3FFF,
-            enabled_eth: 0x3FFF,
+            enabled_eth: 0x3FFC,
             enabled_gddr: 0xFF,
             enabled_l2cpu: 0xF,
             pcie_usage: 0x1,
