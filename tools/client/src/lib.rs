@@ -41,6 +41,7 @@
 pub mod abi;
 mod device;
 mod error;
+pub mod resources;
 pub mod sysfs;
 mod wait;
 

@@ -1,10 +1,31 @@
-//! The status table, built from sysfs (and procfs for the open-file count):
-//! readable without access to the devices.
+//! The status table, built from sysfs and procfs: readable without access
+//! to the devices. Per card the locks, then what else its files hold: the
+//! exclusive open, the power votes, the TLB windows.
 
 use std::fmt::Write;
 
+use tt_arbiter::resources::{self, Exclusive, PowerState, PowerVote, WindowLine};
 use tt_arbiter::sysfs::{self, format_duration, LockLine};
 use tt_arbiter::DEV_DIR;
+
+/// What a card's files hold besides locks; `None` where the view could not
+/// be read (an older module, or no permission).
+#[derive(Default)]
+pub struct Resources {
+    pub exclusive: Option<Exclusive>,
+    pub power: Option<(PowerState, Vec<PowerVote>)>,
+    pub windows: Option<Vec<WindowLine>>,
+}
+
+impl Resources {
+    fn read(card: u32) -> Resources {
+        Resources {
+            exclusive: resources::read_exclusive(card).ok(),
+            power: resources::read_power(card).ok(),
+            windows: resources::read_windows(card).ok(),
+        }
+    }
+}
 
 /// The table of `cards`, one block per card.
 pub fn render(cards: &[u32]) -> String {
@@ -15,7 +36,10 @@ pub fn render(cards: &[u32]) -> String {
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
         let open_files = sysfs::read_pids(card).ok().map(|p| p.len());
         match sysfs::read_locks(card) {
-            Ok(locks) => out += &render_card(card, bdf.as_deref(), open_files, &locks),
+            Ok(locks) => {
+                out += &render_card(card, bdf.as_deref(), open_files, &locks);
+                out += &render_resources(&Resources::read(card));
+            }
             Err(e) => {
                 let _ = writeln!(
                     out,
@@ -103,13 +127,105 @@ pub fn render_card(
         "WAITERS",
         "OWNER-DIED",
     ];
+    out += &table(&header, &rows);
+    if rows.iter().any(|r| r[2] == "?") {
+        out += "  (? = holder not visible in this pid namespace, or exited)\n";
+    }
+    out
+}
+
+/// A pid as the tables show it: `?` when not visible in this namespace.
+fn pid_cell(pid: u32) -> String {
+    if pid == 0 {
+        "?".into()
+    } else {
+        pid.to_string()
+    }
+}
+
+/// Window sizes as people say them.
+fn size_label(size: u64) -> String {
+    match size {
+        s if s >= 1 << 30 && s % (1 << 30) == 0 => format!("{}G", s >> 30),
+        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{}M", s >> 20),
+        s => format!("{s:#x}"),
+    }
+}
+
+/// The lines under a card's lock table: who holds it exclusively, what its
+/// power votes add up to, which TLB windows are held and where they point.
+/// Nothing for a view that is absent, or that shows nothing held.
+pub fn render_resources(res: &Resources) -> String {
+    let mut out = String::new();
+    if let Some(e) = res.exclusive.as_ref().filter(|e| e.held || e.waiting > 0) {
+        if e.held {
+            let _ = write!(
+                out,
+                "  exclusive: held by pid {} ({})",
+                pid_cell(e.pid),
+                e.comm
+            );
+        } else {
+            out += "  exclusive: not held";
+        }
+        if e.waiting > 0 {
+            let s = if e.waiting == 1 { "" } else { "s" };
+            let _ = write!(out, ", {} open{s} waiting", e.waiting);
+        }
+        out.push('\n');
+    }
+    if let Some((state, votes)) = &res.power {
+        let counting: Vec<String> = votes
+            .iter()
+            .filter(|v| v.flags != 0)
+            .map(|v| format!("pid {} ({}) {:#06x}", pid_cell(v.pid), v.comm, v.flags))
+            .collect();
+        if state.sent || !counting.is_empty() {
+            let how = match (state.sent, state.accepted) {
+                (false, _) => "not sent yet",
+                (true, true) => "sent to the firmware",
+                (true, false) => "sent, not taken by the firmware",
+            };
+            let _ = write!(out, "  power: {:#06x} {how}", state.flags);
+            if state.powerdown_pending {
+                out += ", powering down";
+            }
+            if !counting.is_empty() {
+                let _ = write!(out, "; votes: {}", counting.join(", "));
+            }
+            out.push('\n');
+        }
+    }
+    if let Some(windows) = res.windows.as_ref().filter(|w| !w.is_empty()) {
+        let s = if windows.len() == 1 { "" } else { "s" };
+        let _ = writeln!(out, "  {} TLB window{s} held:", windows.len());
+        let rows: Vec<[String; 5]> = windows
+            .iter()
+            .map(|w| {
+                [
+                    w.id.to_string(),
+                    size_label(w.size),
+                    pid_cell(w.pid),
+                    w.comm.clone(),
+                    w.target.clone().unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        out += &table(&["WINDOW", "SIZE", "HOLDER(pid)", "COMM", "TARGET"], &rows);
+    }
+    out
+}
+
+/// Left-aligned columns under a header, indented by two, lines trimmed.
+fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
     let mut widths = header.map(str::len);
-    for r in &rows {
+    for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.len());
         }
     }
-    let mut line = |cells: &[&str]| {
+    let mut out = String::new();
+    let mut line = |cells: [&str; N]| {
         let mut s = String::from(" ");
         for (c, w) in cells.iter().zip(widths) {
             let _ = write!(s, " {c:<w$}");
@@ -117,12 +233,9 @@ pub fn render_card(
         out += s.trim_end();
         out.push('\n');
     };
-    line(&header);
-    for r in &rows {
-        line(&r.each_ref().map(String::as_str));
-    }
-    if rows.iter().any(|r| r[2] == "?") {
-        out += "  (? = holder not visible in this pid namespace, or exited)\n";
+    line(*header);
+    for r in rows {
+        line(r.each_ref().map(String::as_str));
     }
     out
 }
@@ -180,5 +293,71 @@ mod tests {
   (? = holder not visible in this pid namespace, or exited)
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn resources_lines() {
+        assert_eq!(render_resources(&Resources::default()), "");
+        let quiet = Resources {
+            exclusive: Some(Exclusive {
+                open: 2,
+                ..Exclusive::default()
+            }),
+            power: Some((PowerState::default(), vec![])),
+            windows: Some(vec![]),
+        };
+        assert_eq!(render_resources(&quiet), "");
+        let window = |id, size, pid, comm: &str, target: Option<&str>| WindowLine {
+            id,
+            size,
+            pid,
+            comm: comm.into(),
+            target: target.map(Into::into),
+        };
+        let busy = Resources {
+            exclusive: Some(Exclusive {
+                held: true,
+                pid: 7,
+                comm: "tt-flash".into(),
+                open: 1,
+                waiting: 2,
+            }),
+            power: Some((
+                PowerState {
+                    sent: true,
+                    accepted: true,
+                    flags: 0x7ffe,
+                    voters: 2,
+                    powerdown_pending: false,
+                },
+                vec![
+                    PowerVote {
+                        pid: 7,
+                        comm: "tt-flash".into(),
+                        flags: 0x7ffe,
+                    },
+                    PowerVote {
+                        pid: 8,
+                        comm: "umd".into(),
+                        flags: 0,
+                    },
+                ],
+            )),
+            windows: Some(vec![
+                window(3, 2 << 20, 7, "tt-flash", Some("1,2 0x1f000")),
+                window(202, 4 << 30, 0, "gone", None),
+            ]),
+        };
+        let expected = [
+            "  exclusive: held by pid 7 (tt-flash), 2 opens waiting",
+            "  power: 0x7ffe sent to the firmware; votes: pid 7 (tt-flash) 0x7ffe",
+            "  2 TLB windows held:",
+            "  WINDOW SIZE HOLDER(pid) COMM     TARGET",
+            "  3      2M   7           tt-flash 1,2 0x1f000",
+            "  202    4G   ?           gone     -",
+            "",
+        ]
+        .join("\n");
+        assert_eq!(render_resources(&busy), expected);
     }
 }
