@@ -1,0 +1,573 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-only
+"""The real Tenstorrent tools on this driver, printing TAP.
+
+Run in the test VM (the "clients" layer of make check) with the wheels of
+tools/clients/wheels.lock installed (tools/vm/setup-clients, packed by
+tools/vm/run --python-site) and luwen-probe in /tmp:
+
+    test_clients.py            every scenario
+    test_clients.py FILTER     the scenarios whose name contains FILTER
+
+Card 0 is an emulated Wormhole n150, card 1 a Blackhole p150a. What each
+tool reports is compared with what the emulators' firmware holds (their
+control ports, TT_CARDn_CONTROL), and with this driver's own views.
+Exit status 1 if any scenario failed.
+"""
+
+import faulthandler
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+PATIENCE = 120.0  # seconds: a hang detector for one step, never a pass criterion
+CARDS = (0, 1)
+ARCH = {0: "wormhole", 1: "blackhole"}
+# A tile that is a Tensix on both chips (NOC0 coordinates, translation
+# off), and an L1 address in it that nothing else uses.
+TENSIX = (1, 2)
+L1_ADDR = 0x1F000
+LUWEN_PROBE = os.environ.get("TT_LUWEN_PROBE", "/tmp/luwen-probe")
+
+
+class Failure(Exception):
+    pass
+
+
+def ensure(cond, what):
+    if not cond:
+        raise Failure(what)
+
+
+# ---- the emulators' side -------------------------------------------------------------
+
+
+def control(card, line):
+    """One command on card's emulator control port; what follows "ok"."""
+    path = os.environ["TT_CARD%d_CONTROL" % card]
+    fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        while True:  # whatever an abandoned command left
+            try:
+                if not os.read(fd, 256):
+                    break
+            except BlockingIOError:
+                break
+        os.write(fd, (line + "\n").encode())
+        reply = b""
+        end = time.monotonic() + 20
+        while not reply.endswith(b"\n"):
+            left = end - time.monotonic()
+            ensure(left > 0, "card %d control: no reply to %r (got %r)" % (card, line, reply))
+            select.select([fd], [], [], left)
+            try:
+                reply += os.read(fd, 1)
+            except BlockingIOError:
+                pass
+    finally:
+        os.close(fd)
+    reply = reply.decode().strip()
+    ensure(reply.startswith("ok"), "card %d emulator: %r: %s" % (card, line, reply))
+    return reply[2:].strip()
+
+
+def fields(text):
+    return dict(kv.split("=", 1) for kv in text.split() if "=" in kv)
+
+
+def board(card):
+    """The board the card's firmware describes (the emulator's `board`)."""
+    b = fields(control(card, "board"))
+    return {k: (v if k == "name" else int(v, 16)) for k, v in b.items()}
+
+
+def tile_word(card, x, y, addr):
+    data = bytes.fromhex(control(card, "noc-read %d %d 0x%x 4" % (x, y, addr)))
+    return int.from_bytes(data, "little")
+
+
+def set_tile_word(card, x, y, addr, value):
+    control(card, "noc-write %d %d 0x%x %s" % (x, y, addr, value.to_bytes(4, "little").hex()))
+
+
+# ---- this driver's side ----------------------------------------------------------------
+
+
+def lock_line(card, index):
+    path = "/sys/class/tenstorrent/tenstorrent!%d/locks/%02d" % (card, index)
+    with open(path) as f:
+        return fields(f.read())
+
+
+def held_by(card, index, pid):
+    line = lock_line(card, index)
+    return line["held"] == "1" and line["pid"] == str(pid)
+
+
+def note(text):
+    """A diagnostic line in the TAP output (where a slow step is)."""
+    print("# " + text, flush=True)
+
+
+def wait_for(cond, what, patience=PATIENCE):
+    end = time.monotonic() + patience
+    while not cond():
+        ensure(time.monotonic() < end, "%s: not within %.0f s" % (what, patience))
+        time.sleep(0.01)
+
+
+# ---- the tools, each in a process of its own ---------------------------------------------
+
+
+def python(code, env=None):
+    """Starts `code` in a new python3; its stdout and stderr are pipes."""
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, **(env or {})),
+    )
+
+
+def finish(proc, what, patience=PATIENCE):
+    """Waits for a started tool; its stdout, or a failure with its words."""
+    try:
+        out, err = proc.communicate(timeout=patience)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise Failure("%s: still running after %.0f s\n%s\n%s" % (what, patience, out[-2000:], err[-2000:]))
+    ensure(proc.returncode == 0, "%s: exit status %d\n%s\n%s" % (what, proc.returncode, out[-3000:], err[-3000:]))
+    return out, err
+
+
+def run_python(code, what, env=None):
+    return finish(python(code, env), what)
+
+
+def tool(args, what, env=None):
+    return finish(
+        subprocess.Popen(
+            [sys.executable, "-m"] + args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, **(env or {})),
+        ),
+        what,
+    )
+
+
+def json_lines(out):
+    """The `KEY {json}` lines a child printed, as a dict."""
+    return {k: json.loads(v) for k, v in (l.split(" ", 1) for l in out.splitlines() if l.startswith("@"))}
+
+
+# ---- tt-umd ------------------------------------------------------------------------------
+
+
+def test_umd_pci_device():
+    """tt-umd's PCIDevice on each card: enumeration, the ids, the KMD version it gates on."""
+    out, _ = run_python(
+        """
+import json, tt_umd
+print("@enum", json.dumps(tt_umd.PCIDevice.enumerate_devices()))
+v = tt_umd.PCIDevice.read_kmd_version()
+print("@kmd", json.dumps([v.major, v.minor, v.patch]))
+for n in (0, 1):
+    i = tt_umd.PCIDevice(n).get_device_info()
+    print("@dev%d" % n, json.dumps([i.vendor_id, i.device_id, i.pci_bdf]))
+""",
+        "tt_umd.PCIDevice",
+    )
+    got = json_lines(out)
+    ensure(got["@enum"] == [0, 1], "enumerate_devices: %r" % got["@enum"])
+    ensure(got["@kmd"] == [2, 10, 0], "read_kmd_version: %r" % got["@kmd"])
+    for n in CARDS:
+        vendor, device = (int(x, 16) for x in os.environ["TT_CARD%d_ID" % n].split(":"))
+        ensure(got["@dev%d" % n][:2] == [vendor, device], "card %d ids %r" % (n, got["@dev%d" % n]))
+        ensure(got["@dev%d" % n][2] == os.environ["TT_CARD%d_BDF" % n], "card %d BDF %r" % (n, got["@dev%d" % n]))
+
+
+def test_umd_tt_device_telemetry():
+    """tt-umd's TTDevice opens and initialises each card; board id, firmware bundle and ARC telemetry as the firmware holds them."""
+    out, _ = run_python(
+        """
+import json, tt_umd
+T = tt_umd.TelemetryTag
+for n in (0, 1):
+    d = tt_umd.TTDevice.create(n)
+    d.init_tt_device()
+    r = d.get_arc_telemetry_reader()
+    fw = d.get_firmware_info_provider().get_firmware_version()
+    print("@dev%d" % n, json.dumps({
+        "arch": str(d.get_arch()), "board_id": d.get_board_id(), "board_type": str(d.get_board_type()),
+        "fw": [fw.major, fw.minor, fw.patch],
+        "telemetry_board_id": r.read_entry(int(T.BOARD_ID_HIGH)) << 32 | r.read_entry(int(T.BOARD_ID_LOW)),
+    }))
+""",
+        "tt_umd.TTDevice",
+    )
+    got = json_lines(out)
+    for n in CARDS:
+        b, d = board(n), got["@dev%d" % n]
+        ensure(ARCH[n] in d["arch"].lower(), "card %d arch %r" % (n, d))
+        ensure(d["board_id"] == b["board-id"], "card %d board id %#x, firmware %#x" % (n, d["board_id"], b["board-id"]))
+        ensure(d["telemetry_board_id"] == b["board-id"], "card %d telemetry board id %r" % (n, d))
+        bundle = b["fw-bundle"]
+        ensure(d["fw"] == [bundle >> 24, (bundle >> 16) & 0xFF, (bundle >> 8) & 0xFF], "card %d firmware %r, bundle %#x" % (n, d, bundle))
+        ensure(("N150" in d["board_type"].upper()) if n == 0 else ("P150" in d["board_type"].upper()), "card %d board type %r" % (n, d))
+
+
+def test_umd_tile_memory():
+    """Tile memory written and read through tt-umd's own TLB path, checked from the emulator's side both ways."""
+    code = """
+import sys, tt_umd
+n, x, y, addr, value = (int(a, 0) for a in sys.argv[1:])
+d = tt_umd.TTDevice.create(n)
+d.noc_write32(x, y, addr, value)
+print("@read", d.noc_read32(x, y, addr))
+sys.stdout.flush()
+sys.stdin.readline()  # the test changes the word from the card's side
+print("@again", d.noc_read32(x, y, addr))
+"""
+    for n in CARDS:
+        x, y = TENSIX
+        value, other = 0x5EED0000 | n, 0xC0DE0000 | n
+        p = subprocess.Popen(
+            [sys.executable, "-c", code, str(n), str(x), str(y), hex(L1_ADDR), hex(value)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        line = p.stdout.readline()
+        ensure(line.startswith("@read "), "card %d: %r %s" % (n, line, p.stderr.read() if not line else ""))
+        ensure(int(line.split()[1]) == value, "card %d: UMD read back %s" % (n, line))
+        ensure(tile_word(n, x, y, L1_ADDR) == value, "card %d: the emulator holds %#x" % (n, tile_word(n, x, y, L1_ADDR)))
+        set_tile_word(n, x, y, L1_ADDR, other)
+        p.stdin.write("\n")
+        p.stdin.flush()
+        out, _ = finish(p, "card %d tile memory" % n)
+        ensure(("@again %d" % other) in out, "card %d: UMD read %r after the card's write of %#x" % (n, out, other))
+
+
+BH = 1
+ARC_MSG = 16  # UMD's KmdMutex index for ARC_MSG, this driver's name for it
+
+
+class Talker:
+    """A tool in a process of its own whose output (stdout and stderr
+    together) the test follows as it comes."""
+
+    def __init__(self, code):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", "-c", code],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
+        )
+        self.pid = self.proc.pid
+        self.out = b""
+
+    def wait_output(self, text, what):
+        """Reads until `text` has appeared in the output."""
+        end = time.monotonic() + PATIENCE
+        fd = self.proc.stdout.fileno()
+        while text.encode() not in self.out:
+            left = end - time.monotonic()
+            ensure(left > 0, "%s: %r not printed within %.0f s; output:\n%s" % (what, text, PATIENCE, self.text()[-3000:]))
+            if select.select([fd], [], [], left)[0]:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    status = self.proc.wait()
+                    raise Failure("%s: exited (%s) before printing %r; output:\n%s" % (what, status, text, self.text()[-3000:]))
+                self.out += chunk
+        return self.text()
+
+    def go(self):
+        """Sends it a line (it waits for one where it reads stdin)."""
+        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.flush()
+
+    def text(self):
+        return self.out.decode(errors="replace")
+
+    def finish(self, what):
+        try:
+            rest, _ = self.proc.communicate(timeout=PATIENCE)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rest, _ = self.proc.communicate()
+        self.out += rest or b""
+        ensure(self.proc.returncode == 0, "%s: exit status %s; output:\n%s" % (what, self.proc.returncode, self.text()[-3000:]))
+        return self.text()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def test_umd_kmd_mutex_across_processes():
+    """UMD's ARC_MSG lock on Blackhole: the KMD lock held by a running UMD and shown with its pid, a second UMD waits, kill -9 of the holder hands it on."""
+    code = """
+import sys, tt_umd
+d = tt_umd.TTDevice.create(%d)
+d.init_tt_device()
+print("ready")
+sys.stdin.readline()
+# Blackhole ARC messages hold the KMD lock ARC_MSG for the whole exchange;
+# with the firmware hung, that is until the 60 s timeout.
+d.arc_msg(0x90, True, [0, 0], 60000)
+print("done")
+""" % BH
+    first = second = None
+    try:
+        # Both initialised while the firmware answers, then it stops.
+        first, second = Talker(code), Talker(code)
+        first.wait_output("ready", "first UMD")
+        second.wait_output("ready", "second UMD")
+        note("two UMDs (pids %d, %d) opened the Blackhole; its firmware stops answering" % (first.pid, second.pid))
+        control(BH, "arc-hang")
+        first.go()
+        wait_for(lambda: held_by(BH, ARC_MSG, first.pid), "ARC_MSG held by the first UMD (pid %d)" % first.pid)
+        line = lock_line(BH, ARC_MSG)
+        ensure(line["name"] == "ARC_MSG" and line["comm"] == "python3", "sysfs shows %r" % line)
+        note("the first UMD holds ARC_MSG: %r" % line)
+        second.go()
+        # UMD 0.9.12 takes its process-shared robust mutex ARC_MSG_1_PCIe
+        # (/dev/shm) first and the KMD lock inside it; a waiter says so
+        # after a second.
+        second.wait_output("Waiting for lock 'ARC_MSG", "second UMD")
+        ensure(held_by(BH, ARC_MSG, first.pid), "ARC_MSG left the first UMD: %r" % lock_line(BH, ARC_MSG))
+        died = int(lock_line(BH, ARC_MSG)["owner_died"])
+        note("the second UMD waits; kill -9 of the first")
+        first.kill()
+        wait_for(lambda: held_by(BH, ARC_MSG, second.pid), "ARC_MSG handed to the second UMD after kill -9")
+        ensure(int(lock_line(BH, ARC_MSG)["owner_died"]) == died + 1, "owner_died not counted: %r" % lock_line(BH, ARC_MSG))
+    except BaseException:
+        if second:
+            second.kill()
+        raise
+    finally:
+        control(BH, "arc-resume")
+        if first:
+            first.kill()
+    out = second.finish("second UMD's ARC message")
+    ensure("done" in out, "second UMD: %r" % out[-2000:])
+    wait_for(lambda: lock_line(BH, ARC_MSG)["held"] == "0", "ARC_MSG free after the second UMD")
+
+
+TT_LOCKS = os.environ.get("TT_LOCKS", "/tmp/tt-locks")
+
+
+def tt_locks_status(card):
+    p = subprocess.run([TT_LOCKS, "status", str(card)], capture_output=True, text=True, timeout=PATIENCE)
+    ensure(p.returncode == 0, "tt-locks status %d: %d %s%s" % (card, p.returncode, p.stdout, p.stderr))
+    return p.stdout
+
+
+def test_tt_locks_sees_umd():
+    """tt-locks status shows a running UMD's TLB windows and power vote, and who holds a card exclusively."""
+    umd = Talker("""
+import sys, tt_umd
+d = tt_umd.TTDevice.create(0)
+d.init_tt_device()
+d.noc_read32(1, 2, 0)  # UMD's cached window, made on first use
+print("ready")
+sys.stdin.readline()
+""")
+    try:
+        umd.wait_output("ready", "UMD")
+        out = tt_locks_status(0)
+        mine = [l.split() for l in out.splitlines() if re.match(r"\s+\d+\s+\d+[MG]\s+%d\s+python3" % umd.pid, l)]
+        ensure(len(mine) >= 2, "tt-locks shows %d windows of UMD (pid %d):\n%s" % (len(mine), umd.pid, out))
+        ensure("pid %d (python3) 0x7ffe" % umd.pid in out, "tt-locks shows no power vote of UMD:\n%s" % out)
+        umd.go()
+        umd.finish("UMD")
+    finally:
+        umd.kill()
+    out = tt_locks_status(0)
+    ensure("TLB window" not in out, "windows left after UMD exited:\n%s" % out)
+    excl = Talker("""
+import os, sys
+fd = os.open("/dev/tenstorrent/1", os.O_RDWR | os.O_EXCL)
+print("ready")
+sys.stdin.readline()
+""")
+    try:
+        excl.wait_output("ready", "O_EXCL opener")
+        out = tt_locks_status(1)
+        ensure("exclusive: held by pid %d (python3)" % excl.pid in out, "tt-locks status 1:\n%s" % out)
+    finally:
+        excl.kill()
+
+
+# ---- pyluwen -----------------------------------------------------------------------------
+
+
+def test_pyluwen_detect():
+    """pyluwen detects both cards; board ids and telemetry match the firmware."""
+    out, _ = run_python(
+        """
+import json, pyluwen
+chips = pyluwen.detect_chips()
+print("@n", len(chips))
+for c in chips:
+    t = c.get_telemetry()
+    print("@chip%d" % c.get_pci_interface_id(), json.dumps({
+        "wh": c.as_wh() is not None, "board_id": c.board_id(), "telemetry_board_id": t.board_id,
+        "heartbeat": t.timer_heartbeat}))
+""",
+        "pyluwen.detect_chips",
+    )
+    got = json_lines(out)
+    ensure(got["@n"] == 2, "detect_chips found %r" % got["@n"])
+    for n in CARDS:
+        c, b = got["@chip%d" % n], board(n)
+        ensure(c["wh"] == (n == 0), "card %d arch %r" % (n, c))
+        ensure(c["board_id"] == b["board-id"] and c["telemetry_board_id"] == b["board-id"], "card %d %r vs %#x" % (n, c, b["board-id"]))
+
+
+def test_luwen_kmd_probe():
+    """luwen-kmd (crates.io) opens each card, reads BAR0 and moves a word through a window it allocates and configures."""
+    ensure(os.path.exists(LUWEN_PROBE), "no %s" % LUWEN_PROBE)
+    x, y = TENSIX
+    for n in CARDS:
+        set_tile_word(n, x, y, L1_ADDR, 0)
+    value = 0x1A77E000
+    p = subprocess.run([LUWEN_PROBE, str(x), str(y), hex(L1_ADDR), hex(value)], capture_output=True, text=True, timeout=PATIENCE)
+    ensure(p.returncode == 0, "luwen-probe: %d\n%s%s" % (p.returncode, p.stdout, p.stderr))
+    lines = {int(l.split()[1]): fields(l) for l in p.stdout.splitlines() if l.startswith("card ")}
+    ensure(sorted(lines) == list(CARDS), "luwen-probe cards: %s" % p.stdout)
+    # The tile whose NIU luwen-probe reads: Wormhole's ARC, Blackhole's PCIe.
+    niu = {0: (0, 10), 1: (2, 0)}
+    for n in CARDS:
+        c = lines[n]
+        ensure((int(c["node_x"]), int(c["node_y"])) == niu[n], "card %d NOC_NODE_ID %r" % (n, c))
+        ensure(int(c["read"], 16) == value, "card %d read back %r" % (n, c))
+        ensure(tile_word(n, x, y, L1_ADDR) == value, "card %d: the emulator holds %#x" % (n, tile_word(n, x, y, L1_ADDR)))
+
+
+# ---- tt-smi ------------------------------------------------------------------------------
+
+
+def smi_snapshot(card, extra_env=None):
+    """tt-smi -s with only `card` visible (UMD's discovery takes the first
+    card's arch for all, so a host with both archs is discovered one arch
+    at a time)."""
+    out, _ = tool(["tt_smi", "-s", "--snapshot_no_tty"], "tt-smi -s (card %d)" % card, dict({"TT_VISIBLE_DEVICES": str(card)}, **(extra_env or {})))
+    start = out.find("{")
+    ensure(start >= 0, "tt-smi -s printed no JSON: %r" % out[-2000:])
+    return json.loads(out[start:])
+
+
+def test_tt_smi_snapshot_and_processes():
+    """tt-smi -s names each card with its board id and firmware versions, and lists a process that holds the card open."""
+    holder = Talker("import os, sys\nfd = os.open('/dev/tenstorrent/0', os.O_RDWR)\nprint('open')\nsys.stdin.readline()")
+    try:
+        holder.wait_output("open", "holder")
+        for n in CARDS:
+            snap = smi_snapshot(n)
+            devs = snap.get("device_info", [])
+            ensure(len(devs) == 1, "card %d: %d devices in %r" % (n, len(devs), list(snap)))
+            info = devs[0]["board_info"]
+            b = board(n)
+            ensure(int(info["board_id"], 16) == b["board-id"], "card %d board_id %r vs %#x" % (n, info.get("board_id"), b["board-id"]))
+            fw = devs[0].get("firmwares", {})
+            bundle = b["fw-bundle"]
+            want = "%d.%d.%d" % (bundle >> 24, (bundle >> 16) & 0xFF, (bundle >> 8) & 0xFF)
+            ensure(want in json.dumps(fw), "card %d firmwares %r, bundle %s" % (n, fw, want))
+            if n == 0:
+                procs = snap.get("processes", [])
+                ensure(any(p.get("pid") == holder.pid and p.get("device") == 0 for p in procs), "holder %d not in processes %r" % (holder.pid, procs))
+    finally:
+        holder.kill()
+
+
+def test_tt_smi_list():
+    """tt-smi -ls lists each card with its board id."""
+    for n in CARDS:
+        # Wide enough that rich does not cut the board number.
+        out, _ = tool(["tt_smi", "-ls"], "tt-smi -ls (card %d)" % n, {"TT_VISIBLE_DEVICES": str(n), "COLUMNS": "200"})
+        b = board(n)
+        ensure(("%016x" % b["board-id"]) in out.lower() or ("%x" % b["board-id"]) in out.lower(), "card %d board id %#x not in %r" % (n, b["board-id"], out[-2000:]))
+
+
+# ---- tt-flash ----------------------------------------------------------------------------
+
+
+def test_tt_flash_detection():
+    """tt-flash's own detection (tt_flash.chip, over pyluwen's flash-safe detect) finds both cards, their board types and running bundles."""
+    out, _ = run_python(
+        """
+import json
+from tt_flash.chip import BhChip, detect_local_chips, resolve_board_type
+for c in detect_local_chips():
+    if isinstance(c, BhChip):
+        # get_bundle_version also reads the SPI's boot-fs table, which the
+        # emulator does not have: what it reads for the running bundle.
+        v = c.get_telemetry_unchanged().fw_bundle_version
+        running = [v >> 24, (v >> 16) & 0xFF, (v >> 8) & 0xFF, v & 0xFF]
+    else:
+        running = c.get_bundle_version().running
+    print("@chip%d" % c.interface_id, json.dumps({
+        "kind": type(c).__name__, "board_id": c.board_id(), "board_type": resolve_board_type(c),
+        "running": running}))
+""",
+        "tt_flash.chip.detect_local_chips",
+    )
+    got = json_lines(out)
+    ensure(sorted(got) == ["@chip0", "@chip1"], "tt-flash detected %r" % out[-2000:])
+    # tt-flash's names for UPI 0x18 and 0x40 (tt_flash/utility.py).
+    for n, kind, board_type in ((0, "WhChip", "NEBULA_X1"), (1, "BhChip", "P150A-1")):
+        c, b = got["@chip%d" % n], board(n)
+        ensure(c["kind"] == kind and c["board_id"] == b["board-id"], "card %d: %r vs %#x" % (n, c, b["board-id"]))
+        ensure(c["board_type"] == board_type, "card %d board type %r" % (n, c))
+        bundle = b["fw-bundle"]
+        ensure(list(c["running"] or [])[:3] == [bundle >> 24, (bundle >> 16) & 0xFF, (bundle >> 8) & 0xFF],
+               "card %d running bundle %r, firmware %#x" % (n, c, bundle))
+
+
+TESTS = [
+    ("umd/pci_device", test_umd_pci_device),
+    ("umd/tt_device_telemetry", test_umd_tt_device_telemetry),
+    ("umd/tile_memory", test_umd_tile_memory),
+    ("umd/kmd_mutex_across_processes", test_umd_kmd_mutex_across_processes),
+    ("tt-locks/sees_umd", test_tt_locks_sees_umd),
+    ("pyluwen/detect", test_pyluwen_detect),
+    ("luwen-kmd/probe", test_luwen_kmd_probe),
+    ("tt-smi/snapshot_and_processes", test_tt_smi_snapshot_and_processes),
+    ("tt-smi/list", test_tt_smi_list),
+    ("tt-flash/detection", test_tt_flash_detection),
+]
+
+
+def main(argv):
+    want = argv[1] if len(argv) > 1 else ""
+    tests = [(name, f) for name, f in TESTS if want in name]
+    print("1..%d" % len(tests), flush=True)
+    failed = 0
+    for i, (name, f) in enumerate(tests, 1):
+        start = time.monotonic()
+        # A step that hangs beyond its own patience shows where it is.
+        faulthandler.dump_traceback_later(3 * PATIENCE, file=sys.stdout)
+        try:
+            f()
+            print("ok %d - %s" % (i, name))
+        except Exception:  # noqa: BLE001 - every failure is reported
+            failed += 1
+            print("not ok %d - %s" % (i, name))
+            for line in traceback.format_exc().rstrip().splitlines()[-30:]:
+                print("# " + line)
+        faulthandler.cancel_dump_traceback_later()
+        print("# %s took %.1f s" % (name, time.monotonic() - start), flush=True)
+    print("# summary: %d ok, %d not ok" % (len(tests) - failed, failed), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
