@@ -440,34 +440,38 @@ fn release_thread(m: Mech, shm: &Shm, n: usize, samples: u64, k: usize) {
     }
 }
 
+/// Times `n` calls of `op` one by one, each between `before` and `after`
+/// (unmeasured), after a tenth as many unmeasured calls.
+fn time_each(
+    n: usize,
+    mut before: impl FnMut(),
+    mut op: impl FnMut(),
+    mut after: impl FnMut(),
+) -> Stat {
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n + n / 10 {
+        before();
+        let t0 = now_ns();
+        op();
+        let t1 = now_ns();
+        after();
+        if i >= n / 10 {
+            v.push((t1 - t0) as f64);
+        }
+    }
+    v.sort_by(f64::total_cmp);
+    Stat::of(&v)
+}
+
+fn ioctl<T>(fd: i32, cmd: u32, arg: &mut T) -> i32 {
+    // SAFETY: `arg` is the struct `cmd` expects (or /dev/null ignores it).
+    unsafe { libc::ioctl(fd, cmd as _, arg as *mut T) }
+}
+
 /// Cost of single calls, each timed on its own (median/p99 of `n`), to
 /// take the uncontended pair apart: what the ioctl entry, the driver's
 /// dispatch, the card mutex and the arbiter each add.
 pub fn breakdown(n: usize, device: bool) -> Vec<(&'static str, Stat)> {
-    fn time_each(
-        n: usize,
-        mut before: impl FnMut(),
-        mut op: impl FnMut(),
-        mut after: impl FnMut(),
-    ) -> Stat {
-        let mut v = Vec::with_capacity(n);
-        for i in 0..n + n / 10 {
-            before();
-            let t0 = now_ns();
-            op();
-            let t1 = now_ns();
-            after();
-            if i >= n / 10 {
-                v.push((t1 - t0) as f64);
-            }
-        }
-        v.sort_by(f64::total_cmp);
-        Stat::of(&v)
-    }
-    fn ioctl<T>(fd: i32, cmd: u32, arg: &mut T) -> i32 {
-        // SAFETY: `arg` is the struct `cmd` expects (or /dev/null ignores it).
-        unsafe { libc::ioctl(fd, cmd as _, arg as *mut T) }
-    }
     let nop = || {};
     let mut out = Vec::new();
     out.push((
@@ -550,6 +554,7 @@ pub fn breakdown(n: usize, device: bool) -> Vec<(&'static str, Stat)> {
             ),
         ));
         other.unlock();
+        out.extend(window_calls(n, fd));
     }
     let f = Locker::open(Mech::Flock);
     out.push((
@@ -560,6 +565,67 @@ pub fn breakdown(n: usize, device: bool) -> Vec<(&'static str, Stat)> {
         "flock LOCK_UN",
         time_each(n, || f.lock(), || f.unlock(), nop),
     ));
+    out
+}
+
+/// The window path of card `fd` (the bench's Wormhole): CONFIGURE_TLB of a
+/// 1 MiB window, and a 4-byte read through its UC mapping (trapped MMIO
+/// on the emulator, so a figure of this setup, not of a card).
+fn window_calls(n: usize, fd: i32) -> Vec<(&'static str, Stat)> {
+    use tt_arbiter::abi;
+    let nop = || {};
+    let mut a = abi::AllocateTlb::default();
+    a.input.size = 1 << 20;
+    assert_eq!(
+        ioctl(fd, abi::IOCTL_ALLOCATE_TLB, &mut a),
+        0,
+        "ALLOCATE_TLB"
+    );
+    let window = a.output;
+    let mut c = abi::ConfigureTlb::default();
+    c.input.id = window.id;
+    // Tensix (1, 2)'s L1 on NOC 0.
+    c.input.config.x_end = 1;
+    c.input.config.y_end = 2;
+    let mut out = vec![(
+        "CONFIGURE_TLB (1 MiB window)",
+        time_each(
+            n,
+            nop,
+            || assert_eq!(ioctl(fd, abi::IOCTL_CONFIGURE_TLB, &mut c), 0),
+            nop,
+        ),
+    )];
+    // SAFETY: a new shared mapping of the window, unmapped below.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd,
+            window.mmap_offset_uc as libc::off_t,
+        )
+    };
+    assert_ne!(base, libc::MAP_FAILED, "mmap of the window");
+    let word = base.cast::<u32>();
+    out.push((
+        "4-byte read through a window (UC, emulated card)",
+        time_each(
+            n.min(2000),
+            nop,
+            || {
+                // SAFETY: the first word of the mapped page.
+                std::hint::black_box(unsafe { word.read_volatile() });
+            },
+            nop,
+        ),
+    ));
+    // SAFETY: the mapping made above, no longer used.
+    unsafe { libc::munmap(base, 4096) };
+    let mut f = abi::FreeTlb::default();
+    f.input.id = window.id;
+    assert_eq!(ioctl(fd, abi::IOCTL_FREE_TLB, &mut f), 0, "FREE_TLB");
     out
 }
 
