@@ -84,7 +84,7 @@ def fields(text):
 def board(card):
     """The board the card's firmware describes (the emulator's `board`)."""
     b = fields(control(card, "board"))
-    return {k: (v if k == "name" else int(v, 16)) for k, v in b.items()}
+    return {k: (v if k == "name" else int(v, 0)) for k, v in b.items()}
 
 
 def tile_word(card, x, y, addr):
@@ -466,7 +466,7 @@ def smi_snapshot(card, extra_env=None):
 
 
 def test_tt_smi_snapshot_and_processes():
-    """tt-smi -s names each card with its board id and firmware versions, and lists a process that holds the card open."""
+    """tt-smi -s names each card with its board id, firmware versions and AICLK, and lists a process that holds the card open."""
     holder = Talker("import os, sys\nfd = os.open('/dev/tenstorrent/0', os.O_RDWR)\nprint('open')\nsys.stdin.readline()")
     try:
         holder.wait_output("open", "holder")
@@ -481,6 +481,13 @@ def test_tt_smi_snapshot_and_processes():
             bundle = b["fw-bundle"]
             want = "%d.%d.%d" % (bundle >> 24, (bundle >> 16) & 0xFF, (bundle >> 8) & 0xFF)
             ensure(want in json.dumps(fw), "card %d firmwares %r, bundle %s" % (n, fw, want))
+            eth = b["eth-fw"]
+            eth = "%d.%d.%d" % ((eth >> 16) & 0xFF, (eth >> 8) & 0xFF, eth & 0xFF)
+            ensure(eth in fw.get("eth_fw", ""), "card %d eth_fw %r, firmware %s" % (n, fw, eth))
+            # Idle or busy: tt-smi's own open votes for power.
+            aiclk = devs[0].get("telemetry", {}).get("aiclk")
+            ensure(aiclk is not None and round(float(aiclk)) in (b["aiclk-idle"], b["aiclk-busy"]),
+                   "card %d aiclk %r, firmware %d/%d MHz" % (n, aiclk, b["aiclk-idle"], b["aiclk-busy"]))
             if n == 0:
                 procs = snap.get("processes", [])
                 ensure(any(p.get("pid") == holder.pid and p.get("device") == 0 for p in procs), "holder %d not in processes %r" % (holder.pid, procs))

@@ -369,7 +369,7 @@ pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
             let b = card.noc().arc().board();
             ok(format!(
                 "name={} board-id=0x{:016x} upi=0x{:x} fw-bundle=0x{:08x} arc-fw=0x{:08x} \
-                 eth-fw=0x{:08x} asic-id=0x{:016x}",
+                 eth-fw=0x{:08x} asic-id=0x{:016x} aiclk-idle={} aiclk-busy={}",
                 b.name,
                 b.board_id,
                 b.upi(),
@@ -377,6 +377,8 @@ pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
                 b.cm_fw_version,
                 b.eth_fw_version,
                 b.asic_id,
+                b.aiclk_idle_mhz,
+                b.aiclk_busy_mhz,
             ))
         }
         Command::Power => {
