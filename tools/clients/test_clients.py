@@ -125,10 +125,10 @@ def wait_for(cond, what, patience=PATIENCE):
 # ---- the tools, each in a process of its own ---------------------------------------------
 
 
-def python(code, env=None):
-    """Starts `code` in a new python3; its stdout and stderr are pipes."""
+def python(args, env=None):
+    """Starts a new python3 with `args`; its stdout and stderr are pipes."""
     return subprocess.Popen(
-        [sys.executable, "-c", code],
+        [sys.executable] + args,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -149,20 +149,13 @@ def finish(proc, what, patience=PATIENCE):
 
 
 def run_python(code, what, env=None):
-    return finish(python(code, env), what)
+    """Runs `code` in a new python3 to its end."""
+    return finish(python(["-c", code], env), what)
 
 
 def tool(args, what, env=None):
-    return finish(
-        subprocess.Popen(
-            [sys.executable, "-m"] + args,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=dict(os.environ, **(env or {})),
-        ),
-        what,
-    )
+    """Runs a tool's module (`python3 -m ARGS`) to its end."""
+    return finish(python(["-m"] + args, env), what)
 
 
 def json_lines(out):
