@@ -263,9 +263,6 @@ pub(crate) struct CardMemory {
     /// Whether BAR pages may be faulted in: cleared at unbind.
     #[pin]
     live: Mutex<bool>,
-    /// The target each window was last configured with by its holder.
-    #[pin]
-    targets: Mutex<KVec<Option<NocTlbConfig>>>,
     /// Held while the kernel's own window is aimed and used.
     #[pin]
     kernel_window: Mutex<()>,
@@ -293,17 +290,14 @@ pub(crate) struct BarVmas {
 impl CardMemory {
     pub(crate) fn new(bars: Bars, windows: usize) -> Result<impl PinInit<Self>> {
         let shared = Arc::new(SharedMapping::new()?, GFP_KERNEL)?;
-        let mut targets = KVec::with_capacity(windows, GFP_KERNEL)?;
         let mut window_states = KVec::with_capacity(windows, GFP_KERNEL)?;
         for _ in 0..windows {
-            targets.push(None, GFP_KERNEL)?;
             window_states.push(AtomicU64::new(0), GFP_KERNEL)?;
         }
         Ok(pin_init!(Self {
             bars,
             shared,
             live <- new_mutex!(true),
-            targets <- new_mutex!(targets),
             kernel_window <- new_mutex!(()),
             windows: window_states,
             bar_vmas <- new_mutex!(KVec::new()),
@@ -596,11 +590,7 @@ impl CardMemory {
         let writes = tlb_regs::encode(tlb.layout(), id, config);
         tlb.with_held(owner, id, || {
             let writes = writes?;
-            self.write(&writes)?;
-            if let Some(target) = self.targets.lock().get_mut(id) {
-                *target = Some(*config);
-            }
-            Ok(())
+            self.write(&writes)
         })
         .unwrap_or(Err(EPERM))
     }
@@ -622,9 +612,6 @@ impl CardMemory {
             .unmap(MMAP_OFFSET_TLB_UC + place.start, place.size);
         self.shared
             .unmap(MMAP_OFFSET_TLB_WC + place.start, place.size);
-        if let Some(target) = self.targets.lock().get_mut(id) {
-            *target = None;
-        }
         if !exported {
             self.reset_window_register(layout, id);
         }
@@ -638,9 +625,16 @@ impl CardMemory {
         }
     }
 
-    /// The target window `id` was last configured with by its holder.
-    pub(crate) fn target(&self, id: usize) -> Option<NocTlbConfig> {
-        *self.targets.lock().get(id)?
+    /// Where window `id` points now, read back from its register: what
+    /// CONFIGURE_TLB or the holder itself (through the register page, as
+    /// UMD does) last wrote there. `ENODEV` once the card is gone.
+    pub(crate) fn target(&self, layout: &Layout, id: usize) -> Result<NocTlbConfig> {
+        let (offset, count) = tlb_regs::register_of(layout, id).ok_or(EINVAL)?;
+        let mut words = [0; 3];
+        for (i, word) in words.iter_mut().enumerate().take(count) {
+            *word = self.bars.read32(0, offset + 4 * i)?;
+        }
+        tlb_regs::decode(layout, id, words).ok_or(EINVAL)
     }
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The TLB windows' configuration registers: what CONFIGURE_TLB writes.
+//! The TLB windows' configuration registers: what CONFIGURE_TLB writes, and
+//! what a register read back says about where its window points.
 //!
 //! Each window has a register in BAR0 from 0x1FC00000 that names the NOC
 //! address its first byte reaches (shifted right by the window's size: the
@@ -92,6 +93,7 @@ pub(crate) fn window_size(layout: &Layout, id: usize) -> Option<u64> {
 /// (or beyond Wormhole's 36 bits), or a field wider than its register field.
 pub(crate) fn encode(layout: &Layout, id: usize, config: &NocTlbConfig) -> Result<RegisterWrites> {
     let size = window_size(layout, id).ok_or(EINVAL)?;
+    let (offset, count) = register_of(layout, id).ok_or(EINVAL)?;
     if !size.is_power_of_two() || config.addr & (size - 1) != 0 {
         return Err(EINVAL);
     }
@@ -126,9 +128,9 @@ pub(crate) fn encode(layout: &Layout, id: usize, config: &NocTlbConfig) -> Resul
             }
             let value = u128::from(config.addr >> shift) | fields << (WH_NOC_BITS - shift);
             Ok(RegisterWrites {
-                offset: TLB_REGS_BASE + 8 * id,
+                offset,
                 words: [value as u32, (value >> 32) as u32, 0],
-                count: 2,
+                count,
                 strided: None,
             })
         }
@@ -141,13 +143,55 @@ pub(crate) fn encode(layout: &Layout, id: usize, config: &NocTlbConfig) -> Resul
             let strided =
                 (id < BH_STRIDED_COUNT).then(|| TLB_REGS_BASE + 12 * BH_WINDOW_REGISTERS + 4 * id);
             Ok(RegisterWrites {
-                offset: TLB_REGS_BASE + 12 * id,
+                offset,
                 words: [value as u32, (value >> 32) as u32, (value >> 64) as u32],
-                count: 3,
+                count,
                 strided,
             })
         }
     }
+}
+
+/// Where window `id` of `layout` points, from its register's words as read
+/// back (`words[..count]` of [`RegisterWrites`]): the inverse of
+/// [`encode`], whoever wrote the register (CONFIGURE_TLB, or a holder
+/// through the mapped register page, as UMD does). `None` for a window the
+/// layout does not have. Wormhole's register has no static VC bit (0).
+pub(crate) fn decode(layout: &Layout, id: usize, words: [u32; 3]) -> Option<NocTlbConfig> {
+    let shift = window_size(layout, id)?.trailing_zeros();
+    let value = u128::from(words[0]) | u128::from(words[1]) << 32 | u128::from(words[2]) << 64;
+    let (address_bits, noc_bits, value) = match layout.family {
+        // Two words only: the third is not this window's.
+        Family::Wormhole => (WH_NOC_BITS - shift, 1, value & u128::from(u64::MAX)),
+        Family::Blackhole => (64 - shift, 2, value),
+    };
+    let field = |from: u32, bits: u32| (value >> (address_bits + from)) & ((1 << bits) - 1);
+    let after_noc = 24 + noc_bits;
+    Some(NocTlbConfig {
+        addr: ((value & ((1 << address_bits) - 1)) as u64) << shift,
+        x_end: field(0, 6) as u16,
+        y_end: field(6, 6) as u16,
+        x_start: field(12, 6) as u16,
+        y_start: field(18, 6) as u16,
+        noc: field(24, noc_bits) as u8,
+        mcast: field(after_noc, 1) as u8,
+        ordering: field(after_noc + 1, 2) as u8,
+        linked: field(after_noc + 3, 1) as u8,
+        static_vc: match layout.family {
+            Family::Wormhole => 0,
+            Family::Blackhole => field(after_noc + 4, 1) as u8,
+        },
+    })
+}
+
+/// The BAR0 offset of window `id`'s register and how many 32-bit words it
+/// has, or `None` for a window the layout does not have.
+pub(crate) fn register_of(layout: &Layout, id: usize) -> Option<(usize, usize)> {
+    window_size(layout, id)?;
+    Some(match layout.family {
+        Family::Wormhole => (TLB_REGS_BASE + 8 * id, 2),
+        Family::Blackhole => (TLB_REGS_BASE + 12 * id, 3),
+    })
 }
 
 /// The writes that return window `id` to its reset state (every field 0):

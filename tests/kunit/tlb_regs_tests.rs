@@ -193,6 +193,53 @@ mod tests {
     }
 
     #[test]
+    fn decode_reads_back_what_encode_wrote() -> Result {
+        let wide = NocTlbConfig {
+            x_end: 63,
+            y_end: 62,
+            x_start: 61,
+            y_start: 60,
+            noc: 1,
+            mcast: 1,
+            ordering: 3,
+            linked: 1,
+            ..config(0)
+        };
+        let cases = [
+            (Layout::wormhole(), 0, 0xF_FFF0_0000),
+            (Layout::wormhole(), 160, 0x8_0020_0000),
+            (Layout::wormhole(), 185, 0xF_FF00_0000),
+            (Layout::blackhole(8), 201, 0x7FF_FFFF_FFE0_0000),
+            (Layout::blackhole(8), 209, 0xFFFF_FFFF_0000_0000),
+        ];
+        for (layout, id, addr) in cases {
+            let mut c = NocTlbConfig { addr, ..wide };
+            if layout.family == Family::Blackhole {
+                c.noc = 3;
+                c.static_vc = 1;
+            }
+            let w = encode(&layout, id, &c)?;
+            assert_eq!(register_of(&layout, id), Some((w.offset, w.count)));
+            assert_eq!(decode(&layout, id, w.words), Some(c));
+        }
+        // A Wormhole register is two words: a third read is not its own.
+        let c = NocTlbConfig {
+            x_end: 1,
+            y_end: 2,
+            ..config(0x1230_0000)
+        };
+        let w = encode(&Layout::wormhole(), 0, &c)?;
+        assert_eq!(
+            decode(&Layout::wormhole(), 0, [w.words[0], w.words[1], !0]),
+            Some(c)
+        );
+        assert_eq!(decode(&Layout::blackhole(8), 0, [0; 3]), Some(config(0)));
+        assert_eq!(decode(&Layout::wormhole(), 186, [0; 3]), None);
+        assert_eq!(register_of(&Layout::blackhole(2), 204), None);
+        Ok(())
+    }
+
+    #[test]
     fn reset_is_all_zero() -> Result {
         let w = reset(&Layout::blackhole(8), 7)?;
         assert_eq!(w.words, [0, 0, 0]);

@@ -364,7 +364,7 @@ def tt_locks_status(card):
 
 
 def test_tt_locks_sees_umd():
-    """tt-locks status shows a running UMD's TLB windows and power vote, and who holds a card exclusively."""
+    """tt-locks status shows a running UMD's TLB windows, where UMD aimed them, its power vote, and who holds a card exclusively."""
     umd = Talker("""
 import sys, tt_umd
 d = tt_umd.TTDevice.create(0)
@@ -378,6 +378,8 @@ sys.stdin.readline()
         out = tt_locks_status(0)
         mine = [l.split() for l in out.splitlines() if re.match(r"\s+\d+\s+\d+[MG]\s+%d\s+python3" % umd.pid, l)]
         ensure(len(mine) >= 2, "tt-locks shows %d windows of UMD (pid %d):\n%s" % (len(mine), umd.pid, out))
+        # UMD aims its windows itself; the driver reads where they point.
+        ensure(any(r[-2:] == ["1,2", "0x0"] for r in mine), "no UMD window shown aimed at 1,2 0x0:\n%s" % out)
         ensure("pid %d (python3) 0x7ffe" % umd.pid in out, "tt-locks shows no power vote of UMD:\n%s" % out)
         umd.go()
         umd.finish("UMD")

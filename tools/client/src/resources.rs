@@ -183,10 +183,9 @@ pub struct WindowLine {
     /// Its holder, in the reader's pid namespace (0 if not visible).
     pub pid: u32,
     pub comm: String,
-    /// What its holder last aimed it at with CONFIGURE_TLB (`X,Y ADDR`,
-    /// with `mcast from X,Y` for a multicast); `None` before that (a
-    /// client that writes the window's registers itself, as UMD does,
-    /// leaves it `None`).
+    /// Where it points, read back from its register (`X,Y ADDR`, with
+    /// `mcast from X,Y` for a multicast; `0,0 0x0` until someone aims it);
+    /// `None` when the card's registers cannot be read (`-`).
     pub target: Option<String>,
 }
 

@@ -794,7 +794,9 @@ pub fn sigbus_after_unbind() -> TestResult {
 }
 
 /// `/proc/driver/tenstorrent/N/tlb` lists each window in use with its
-/// holder's pid and comm, its size and the target CONFIGURE_TLB set, and
+/// holder's pid and comm, its size and where it points, read back from its
+/// register: set by CONFIGURE_TLB, or by the holder writing the register
+/// itself as UMD does, or the reset value of a window nobody aimed; and
 /// drops it once freed.
 pub fn proc_tlb_view() -> TestResult {
     for n in 0..2 {
@@ -803,21 +805,27 @@ pub fn proc_tlb_view() -> TestResult {
         let tile = tensix(chip(n));
         let a = ctx(alloc(&dev, 2 * MIB), "allocate")?;
         let b = ctx(alloc(&dev, 2 * MIB), "allocate")?;
+        let c = ctx(alloc(&dev, 2 * MIB), "allocate")?;
         expect_ok(configure(&dev, a.id, tile, 4 * MIB), "CONFIGURE_TLB")?;
+        // c aimed the way UMD does it: its register written directly.
+        let regs = registers(&dev)?;
+        let (at, words) = expected_register(chip(n), c.id, tile, 6 * MIB);
+        for (i, w) in words.iter().enumerate() {
+            regs.write32(at - TLB_REGS as usize + 4 * i, *w);
+        }
         let text = ctx(std::fs::read_to_string(&path), &path)?;
         let comm = ctx(std::fs::read_to_string("/proc/self/comm"), "comm")?;
+        let comm = comm.trim_end();
         let pid = getpid();
-        let line_a = format!(
-            "{} 0x200000 {pid} {} {},{} 0x400000",
-            a.id,
-            comm.trim_end(),
-            tile.0,
-            tile.1
-        );
-        let line_b = format!("{} 0x200000 {pid} {} -", b.id, comm.trim_end());
+        let (x, y) = tile;
+        let lines = [
+            format!("{} 0x200000 {pid} {comm} {x},{y} 0x400000", a.id),
+            format!("{} 0x200000 {pid} {comm} 0,0 0x0", b.id),
+            format!("{} 0x200000 {pid} {comm} {x},{y} 0x600000", c.id),
+        ];
         ensure!(
-            text.lines().any(|l| l == line_a) && text.lines().any(|l| l == line_b),
-            "card {n}: {path} is {text:?}, expected lines {line_a:?} and {line_b:?}"
+            lines.iter().all(|want| text.lines().any(|l| l == want)),
+            "card {n}: {path} is {text:?}, expected lines {lines:?}"
         );
         expect_ok(free(&dev, a.id), "FREE_TLB")?;
         let text = ctx(std::fs::read_to_string(&path), &path)?;
