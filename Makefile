@@ -23,6 +23,8 @@
 #                                 under $(PREFIX)/include
 #   make dkms-install             copy the source to /usr/src and let DKMS
 #                                 build and install it for the running kernel
+#                                 (KERNELVER= another), regenerating the Rust
+#                                 metadata Debian's headers lack
 #   DESTDIR=, PREFIX= (/usr), UDEV_RULES_DIR= (/etc/udev/rules.d),
 #   INSTALL_MOD_PATH= (passed to the kernel's modules_install)
 
@@ -36,7 +38,7 @@ PACKAGE_NAME := tenstorrent-arbiter
 PACKAGE_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(CURDIR)/dkms.conf)
 
 .PHONY: all modules check stress kcsan vm bench lint clean kdir-check install modules_install \
-	install-udev install-headers dkms-install dkms-uninstall
+	install-udev install-headers dkms-install dkms-build dkms-uninstall
 
 all: modules
 
@@ -65,8 +67,9 @@ ifneq ($(KDIR),)
 	[ -f "$$kdir/rust/libkernel.rmeta" ] || fail "$$kdir/rust/libkernel.rmeta is missing." \
 		"The kernel has Rust support but this tree lacks its Rust metadata (rust/*.rmeta)." \
 		"Distribution headers packages (Debian's linux-headers-*, for one) do not ship it." \
-		"Build against the full build tree of that kernel (make KDIR=/path/to/linux-build)," \
-		"built with the same rustc you have (see README, Building against a real kernel)."; \
+		"On Debian, regenerate it from the kernel's source: make dkms-install, or" \
+		"make KDIR=\$$(packaging/rust-kbuild RELEASE) (README, Installing on Debian's kernel);" \
+		"elsewhere build against the kernel's full build tree (make KDIR=/path/to/linux-build)."; \
 	want=$$(sed -n 's/^CONFIG_RUSTC_VERSION=//p' "$$conf"); \
 	if [ -n "$$want" ]; then \
 		have=$$($(RUSTC) --version 2>/dev/null | sed -n 's/^rustc \([0-9]*\)\.\([0-9]*\)\.\([0-9]*\).*/\1 \2 \3/p' | \
@@ -131,16 +134,26 @@ install-headers:
 	install -D -m 0644 include/tenstorrent/lock.hpp $(DESTDIR)$(PREFIX)/include/tenstorrent/lock.hpp
 
 # DKMS: the module's sources under /usr/src/NAME-VERSION, then dkms builds
-# and installs it for the running kernel (and for later kernels, through
-# AUTOINSTALL). DKMS calls `make KDIR=${kernel_source_dir} modules`, so
-# kdir-check reports a kernel it cannot build for.
+# and installs it for kernel KERNELVER (default: the running one) and, through
+# AUTOINSTALL, for every kernel installed later. Headers without the Rust
+# metadata (Debian's) get it from packaging/rust-kbuild: here first, with
+# its progress on the terminal, so DKMS finds it built.
+KERNELVER ?= $(shell uname -r)
 DKMS_SRC = $(DESTDIR)/usr/src/$(PACKAGE_NAME)-$(PACKAGE_VERSION)
 dkms-install:
+	packaging/rust-kbuild $(KERNELVER) >/dev/null
+	-dkms status -m $(PACKAGE_NAME) -v $(PACKAGE_VERSION) | grep -q . && \
+		dkms remove -m $(PACKAGE_NAME) -v $(PACKAGE_VERSION) --all
 	rm -rf $(DKMS_SRC)
 	mkdir -p $(DKMS_SRC)
-	cp -R Kbuild Makefile dkms.conf src rust include tests $(DKMS_SRC)/
-	dkms install -m $(PACKAGE_NAME) -v $(PACKAGE_VERSION)
+	cp -R Kbuild Makefile dkms.conf src rust include tests packaging $(DKMS_SRC)/
+	dkms install -m $(PACKAGE_NAME) -v $(PACKAGE_VERSION) -k $(KERNELVER)
+
+# What dkms.conf's MAKE runs, in DKMS's copy of the sources, for KDIR (the
+# headers of kernel KERNELVER).
+dkms-build:
+	kdir=$$(packaging/rust-kbuild $(KERNELVER) $(KDIR)) && $(MAKE) KDIR="$$kdir" modules
 
 dkms-uninstall:
 	-dkms remove -m $(PACKAGE_NAME) -v $(PACKAGE_VERSION) --all
-	rm -rf $(DKMS_SRC)
+	rm -rf $(DKMS_SRC) /var/cache/tenstorrent-arbiter/kbuild

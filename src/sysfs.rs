@@ -192,7 +192,7 @@ indexed_attribute_group!(OPEN_GROUP: Card, OPEN, Some(c"open"), [c"exclusive"]);
 indexed_attribute_group!(
     POWER_GROUP: Card,
     POWER,
-    Some(c"power"),
+    Some(c"power_votes"),
     [c"state", c"votes"]
 );
 

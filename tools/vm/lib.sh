@@ -17,7 +17,7 @@ TT_LLVM=-19
 # Packages of the build root. Part of the build root's cache key.
 TT_BUILDROOT_PACKAGES="clang-19 lld-19 llvm-19 rustc rust-src bindgen \
 rust-clippy rustfmt gcc gcc-multilib libc6-dev-i386 g++ make flex bison bc \
-libelf-dev libssl-dev cpio kmod python3 xz-utils ca-certificates \
+libelf-dev libssl-dev cpio kmod python3 xz-utils ca-certificates dwarves openssl \
 busybox-static"
 # From trixie-backports: QEMU 11.1, whose vfio-user-pci client device
 # attaches the emulated cards (Debian 13's own QEMU 10.0 has none).
@@ -66,6 +66,16 @@ tt_wait_timeout() {
 		sleep 1
 	done
 	! kill -0 "$1" 2>/dev/null
+}
+
+# The Debian archive this machine's apt uses (its debian sources file), so
+# no host name is written into the scripts.
+tt_archive_url() {
+	local url
+	url=$(grep -hs '^URIs:' /etc/apt/sources.list.d/debian.sources | head -n1 | awk '{print $2}')
+	[ -n "$url" ] || url=$(grep -hs '^deb ' /etc/apt/sources.list | grep -v security | head -n1 | awk '{print $2}')
+	[ -n "$url" ] || tt_die "cannot find the Debian archive URL in apt's sources"
+	printf '%s\n' "$url"
 }
 
 tt_require_root() {

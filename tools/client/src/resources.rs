@@ -4,7 +4,7 @@
 //! device node.
 //!
 //! - `/sys/class/tenstorrent/tenstorrent!N/open/exclusive` ([`Exclusive`]);
-//! - `/sys/class/tenstorrent/tenstorrent!N/power/state` and `power/votes`
+//! - `/sys/class/tenstorrent/tenstorrent!N/power_votes/state` and `power_votes/votes`
 //!   ([`PowerState`], [`PowerVote`]);
 //! - `/proc/driver/tenstorrent/N/tlb`, one line per window in use
 //!   ([`WindowLine`]).
@@ -118,7 +118,7 @@ impl FromStr for Exclusive {
 }
 
 /// The power state the driver last sent the card's firmware
-/// (`power/state`).
+/// (`power_votes/state`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PowerState {
     /// Something was sent since the card was bound.
@@ -137,7 +137,7 @@ impl FromStr for PowerState {
     type Err = ParseError;
 
     fn from_str(line: &str) -> Result<Self, ParseError> {
-        let f = Fields::parse("power/state", line)?;
+        let f = Fields::parse("power_votes/state", line)?;
         Ok(PowerState {
             sent: f.flag("sent")?,
             accepted: f.flag("accepted")?,
@@ -149,7 +149,7 @@ impl FromStr for PowerState {
     }
 }
 
-/// One open file's power vote (a line of `power/votes`).
+/// One open file's power vote (a line of `power_votes/votes`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PowerVote {
     pub pid: u32,
@@ -162,7 +162,7 @@ impl FromStr for PowerVote {
     type Err = ParseError;
 
     fn from_str(line: &str) -> Result<Self, ParseError> {
-        let f = Fields::parse("power/votes line", line)?;
+        let f = Fields::parse("power_votes/votes line", line)?;
         Ok(PowerVote {
             pid: f.small("pid")?,
             comm: f.text("comm")?.to_string(),
@@ -241,7 +241,7 @@ pub fn read_exclusive(card: u32) -> io::Result<Exclusive> {
 
 /// Card `card`'s power state and the votes behind it.
 pub fn read_power(card: u32) -> io::Result<(PowerState, Vec<PowerVote>)> {
-    let dir = class_dir(card).join("power");
+    let dir = class_dir(card).join("power_votes");
     Ok((
         read_line_file(&dir.join("state"))?,
         read_lines_file(&dir.join("votes"))?,

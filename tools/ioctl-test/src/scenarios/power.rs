@@ -68,7 +68,7 @@ pub(super) fn last_of(r: &Received) -> Option<(u16, u8, u16, u16)> {
 
 pub(super) fn state(n: u32) -> Result<String, String> {
     sysfs(&format!(
-        "/sys/class/tenstorrent/tenstorrent!{n}/power/state"
+        "/sys/class/tenstorrent/tenstorrent!{n}/power_votes/state"
     ))
 }
 
@@ -194,13 +194,13 @@ pub fn votes_reach_the_firmware() -> TestResult {
             "card {n}: three votes"
         );
         let votes = sysfs(&format!(
-            "/sys/class/tenstorrent/tenstorrent!{n}/power/votes"
+            "/sys/class/tenstorrent/tenstorrent!{n}/power_votes/votes"
         ))?;
-        ensure_eq!(votes.lines().count(), 3, "card {n}: power/votes {votes:?}");
+        ensure_eq!(votes.lines().count(), 3, "card {n}: power_votes/votes {votes:?}");
         ensure!(
             votes.contains(&format!("pid={} ", getpid()))
                 && votes.contains("validity=0x10 settings=900,0,"),
-            "card {n}: power/votes {votes:?}"
+            "card {n}: power_votes/votes {votes:?}"
         );
         let status = voter.kill_and_reap()?;
         ensure!(
