@@ -196,7 +196,11 @@ pub fn votes_reach_the_firmware() -> TestResult {
         let votes = sysfs(&format!(
             "/sys/class/tenstorrent/tenstorrent!{n}/power_votes/votes"
         ))?;
-        ensure_eq!(votes.lines().count(), 3, "card {n}: power_votes/votes {votes:?}");
+        ensure_eq!(
+            votes.lines().count(),
+            3,
+            "card {n}: power_votes/votes {votes:?}"
+        );
         ensure!(
             votes.contains(&format!("pid={} ", getpid()))
                 && votes.contains("validity=0x10 settings=900,0,"),
