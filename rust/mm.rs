@@ -50,6 +50,8 @@ use kernel::{
 // consider FFI-safe, and nothing here reads them through these pointers.
 extern "C" {
     fn tt_vma_set_io_pfnmap(vma: *mut c_void, caching: c_int);
+    fn tt_io_reserve_memtype_wc(start: u64, size: u64) -> c_int;
+    fn tt_io_free_memtype_wc(start: u64, size: u64);
     fn tt_mapping_inode_new() -> *mut c_void;
     fn tt_mapping_inode_put(inode: *mut c_void);
 }
@@ -124,6 +126,53 @@ impl IoRange {
     /// The physical address of its first byte.
     pub(crate) fn start(&self) -> u64 {
         self.start
+    }
+}
+
+/// The write-combining memory type, reserved for a part of an [`IoRange`]
+/// for as long as this lives (`arch_io_reserve_memtype_wc()`).
+///
+/// On x86 with PAT every mapping of a physical range gets the memory type
+/// reserved for it, whatever its VMA asked for, and a range nobody
+/// reserved is mapped uncached: a write-combined VMA of device memory is
+/// write-combined only while its range is reserved so. The reservation
+/// takes the type of any overlapping one (a kernel mapping's, uncached),
+/// so the range must be one the kernel does not map itself. Without PAT
+/// this reserves nothing, and write-combined VMAs are what they ask for.
+///
+/// # Invariants
+///
+/// `start..start + len` is reserved by `arch_io_reserve_memtype_wc()` for
+/// this value alone, until it is dropped.
+pub(crate) struct WriteCombining {
+    start: u64,
+    len: u64,
+}
+
+impl WriteCombining {
+    /// Reserves `len` bytes of `range` from `offset` on. `EINVAL` outside
+    /// the range, `EBUSY` if the range's memory type cannot be set (a
+    /// conflicting reservation).
+    pub(crate) fn reserve(range: &IoRange, offset: u64, len: u64) -> Result<Self> {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        if len == 0 || end > range.len {
+            return Err(EINVAL);
+        }
+        let start = range.start + offset;
+        // SAFETY: `start..start + len` is part of a BAR's physical range
+        // (the type invariant of `IoRange`); reserving its memory type
+        // touches no memory.
+        kernel::error::to_result(unsafe { tt_io_reserve_memtype_wc(start, len) })?;
+        // INVARIANT: reserved just now, freed only by `drop`.
+        Ok(Self { start, len })
+    }
+}
+
+impl Drop for WriteCombining {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariants this range was reserved by this
+        // value alone and is not freed yet.
+        unsafe { tt_io_free_memtype_wc(self.start, self.len) };
     }
 }
 

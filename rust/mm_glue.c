@@ -13,6 +13,7 @@
 
 #include <linux/fs.h>
 #include <linux/fs_context.h>
+#include <linux/io.h>
 #include <linux/mm.h>
 #include <linux/mount.h>
 #include <linux/pseudo_fs.h>
@@ -21,6 +22,8 @@
 #define TT_MAPPING_MAGIC 0x74746d6d
 
 void tt_vma_set_io_pfnmap(struct vm_area_struct *vma, int caching);
+int tt_io_reserve_memtype_wc(resource_size_t start, resource_size_t size);
+void tt_io_free_memtype_wc(resource_size_t start, resource_size_t size);
 struct inode *tt_mapping_inode_new(void);
 void tt_mapping_inode_put(struct inode *inode);
 
@@ -45,6 +48,22 @@ void tt_vma_set_io_pfnmap(struct vm_area_struct *vma, int caching)
 		vma->vm_page_prot = pgprot_writecombine(vma->vm_page_prot);
 	else if (caching == TT_UNCACHED)
 		vma->vm_page_prot = pgprot_device(vma->vm_page_prot);
+}
+
+/*
+ * Reserves (and frees) the write-combining memory type for a range of
+ * device memory: on x86 with PAT, pages inserted at fault time get the
+ * type reserved for their range, not the one the VMA asked for. Not a
+ * static inline, but bindgen does not see the x86 declaration.
+ */
+int tt_io_reserve_memtype_wc(resource_size_t start, resource_size_t size)
+{
+	return arch_io_reserve_memtype_wc(start, size);
+}
+
+void tt_io_free_memtype_wc(resource_size_t start, resource_size_t size)
+{
+	arch_io_free_memtype_wc(start, size);
 }
 
 static int tt_mapping_init_fs_context(struct fs_context *fc)

@@ -2,13 +2,25 @@
 
 //! PCI helpers missing from `kernel::pci`.
 
+use core::ops::Range;
 use kernel::{
     bindings,
     device::{
         self,
         Bound, //
     },
-    pci, //
+    ffi::{
+        c_int,
+        c_void, //
+    },
+    io::{
+        Mmio,
+        MmioRaw,
+        Region, //
+    },
+    pci,
+    prelude::*,
+    sync::aref::ARef, //
 };
 
 /// The [`pci::Vendor`] of a raw vendor id.
@@ -23,8 +35,8 @@ pub(crate) const fn vendor(id: u16) -> pci::Vendor {
 
 /// The C `struct pci_dev` of `pdev` (`pci::Device::as_raw` is private to
 /// the `kernel` crate).
-fn pci_dev_ptr(pdev: &pci::Device<Bound>) -> *mut bindings::pci_dev {
-    let dev: &device::Device<Bound> = pdev.as_ref();
+fn pci_dev_ptr<Ctx: device::DeviceContext>(pdev: &pci::Device<Ctx>) -> *mut bindings::pci_dev {
+    let dev: &device::Device<Ctx> = pdev.as_ref();
     let dev = super::device_ptr(dev);
     // SAFETY: the `struct device` of a `pci::Device` is the `dev` field of
     // its `struct pci_dev`, so the containing struct is that `pci_dev`.
@@ -68,4 +80,104 @@ pub(crate) fn reset_bus(pdev: &pci::Device<Bound>) -> kernel::error::Result {
     // caller (an ioctl of a file of `pdev`) holds.
     let ret = unsafe { bindings::pci_reset_bus(pci_dev_ptr(pdev)) };
     kernel::error::to_result(ret)
+}
+
+/// A BAR of a bound PCI function, requested for the driver
+/// (`pci_request_region()`), with only the part of it that the driver
+/// itself accesses mapped into the kernel (`pci_iomap_range()`).
+///
+/// `kernel::pci::Bar` maps a whole BAR. On x86 a kernel mapping reserves
+/// its memory type (uncached) for the physical range it covers, and every
+/// later mapping of that range, userspace's included, gets the reserved
+/// type whatever it asked for (PAT). A BAR that is mostly memory userspace
+/// maps write-combined must therefore not be mapped whole by the kernel:
+/// this maps the registers the driver needs and leaves the rest alone.
+///
+/// # Invariants
+///
+/// BAR `num` of `pdev` is requested for as long as this exists. When `io`
+/// is `Some`, it is the mapping that `pci_iomap_range()` made of the BAR's
+/// bytes from `offset` on, of the size it records.
+pub(crate) struct BarPart {
+    pdev: ARef<pci::Device>,
+    num: c_int,
+    offset: usize,
+    io: Option<MmioRaw<Region>>,
+}
+
+impl BarPart {
+    /// Requests BAR `bar` of `pdev` under `name` and maps the bytes of
+    /// `part` that the BAR has (none if it has none of them). `EBUSY` if
+    /// another driver holds the BAR, `ENOMEM` if it cannot be mapped,
+    /// `EINVAL` if `pdev` has no such BAR.
+    pub(crate) fn new(
+        pdev: &pci::Device<Bound>,
+        bar: u32,
+        part: Range<usize>,
+        name: &'static CStr,
+    ) -> Result<Self> {
+        let bar_len = usize::try_from(pdev.resource_len(bar)?)?;
+        if bar_len == 0 {
+            return Err(EINVAL);
+        }
+        let num = c_int::try_from(bar)?;
+        let raw = pci_dev_ptr(pdev);
+        // SAFETY: `raw` is a valid, bound PCI function and `num` one of its
+        // BARs (its length was read above); `name` lives forever.
+        if unsafe { bindings::pci_request_region(raw, num, name.as_char_ptr()) } != 0 {
+            return Err(EBUSY);
+        }
+        // INVARIANT: the BAR is requested; `io` is set below only to the
+        // mapping just made of `offset..offset + len`.
+        let mut this = Self {
+            pdev: pdev.into(),
+            num,
+            offset: part.start,
+            io: None,
+        };
+        let end = part.end.min(bar_len);
+        if part.start < end {
+            let len = end - part.start;
+            // SAFETY: as above; `offset..offset + len` lies within the BAR.
+            let addr = unsafe { bindings::pci_iomap_range(raw, num, part.start, len) } as usize;
+            if addr == 0 {
+                return Err(ENOMEM);
+            }
+            match MmioRaw::new_region(addr, len) {
+                Ok(io) => this.io = Some(io),
+                Err(e) => {
+                    // SAFETY: `addr` is the mapping just made of this BAR.
+                    unsafe { bindings::pci_iounmap(raw, addr as *mut c_void) };
+                    return Err(e);
+                }
+            }
+        }
+        Ok(this)
+    }
+
+    /// The BAR offset of the first mapped byte.
+    pub(crate) fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// The mapped part, `None` if the BAR has none of it.
+    pub(crate) fn io(&self) -> Option<Mmio<'_, Region>> {
+        // SAFETY: by the type invariants `io` is mapped for as long as
+        // `self` exists, which outlives the returned view.
+        self.io.map(|io| unsafe { Mmio::from_raw(io) })
+    }
+}
+
+impl Drop for BarPart {
+    fn drop(&mut self) {
+        let raw = pci_dev_ptr(&self.pdev);
+        if let Some(io) = self.io {
+            // SAFETY: by the type invariants `io` is this BAR's mapping,
+            // made by `pci_iomap_range()` and not unmapped before.
+            unsafe { bindings::pci_iounmap(raw, io.addr() as *mut c_void) };
+        }
+        // SAFETY: by the type invariants the BAR is requested, and `pdev`,
+        // held by `ARef`, is a valid PCI function.
+        unsafe { bindings::pci_release_region(raw, self.num) };
+    }
 }

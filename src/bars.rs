@@ -1,23 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The card's BARs: the kernel's own mapping of them and their physical
-//! ranges, which userspace maps.
+//! The card's BARs: the kernel's own mapping of what it accesses in them,
+//! and their physical ranges, which userspace maps.
 //!
-//! BAR0, BAR2 and BAR4 (tt-kmd's RESOURCE0, 1 and 2) are requested and
-//! mapped at probe with `pci::Bar` as device-managed resources: the
-//! mappings are revoked when the card is unbound, so a command still
-//! running then gets `ENODEV` instead of touching a released BAR. A device
-//! bound through `new_id` may lack some BARs; those are simply absent.
+//! BAR0, BAR2 and BAR4 (tt-kmd's RESOURCE0, 1 and 2) are requested at
+//! probe as device-managed resources, each with the part the driver itself
+//! accesses mapped ([`BarPart`]): revoked when the card is unbound, so a
+//! command still running then gets `ENODEV` instead of touching a released
+//! BAR. Only that part is mapped, never the TLB windows userspace maps: on
+//! x86 a kernel mapping reserves the uncached memory type for what it
+//! covers, and userspace's write-combined windows would get it too. A
+//! device bound through `new_id` may lack some BARs; those are simply
+//! absent.
 
-use crate::rust_ext::mm::IoRange;
-use core::ops::Deref;
+use crate::rust_ext::{
+    mm::IoRange,
+    pci::BarPart, //
+};
+use core::ops::Range;
 use kernel::{
     device::Bound,
-    io::Io,
-    pci::{
-        self,
-        DevresBar, //
+    devres::Devres,
+    io::{
+        Io,
+        Mmio,
+        Region, //
     },
+    pci,
     prelude::*, //
 };
 
@@ -26,31 +35,44 @@ pub(crate) const RESOURCE_BARS: [u32; 3] = [0, 2, 4];
 
 /// The card's BARs.
 pub(crate) struct Bars {
-    /// The kernel's mappings of BAR0, 2 and 4, revoked at unbind. BAR0
-    /// holds the TLB registers.
-    mapped: [Option<DevresBar>; 3],
+    /// The requested BAR0, 2 and 4, with the part of each that the kernel
+    /// accesses mapped; revoked at unbind.
+    mapped: [Option<Devres<BarPart>>; 3],
     /// Their physical ranges, for userspace mappings.
     ranges: [Option<IoRange>; 3],
 }
 
 impl Bars {
-    /// Requests and maps BAR0, 2 and 4 of `pdev`, those it has.
-    pub(crate) fn map(pdev: &pci::Device<Bound>) -> Self {
-        let map_one = |bar: u32| -> Option<DevresBar> {
-            let mapped = pdev.iomap_region(bar, c"tenstorrent").ok()?;
-            mapped.into_devres().ok()
-        };
-        let mapped = RESOURCE_BARS.map(map_one);
+    /// Requests BAR0, 2 and 4 of `pdev`, those it has, and maps the byte
+    /// range `parts[n]` of RESOURCE`n` (clipped to the BAR; an empty one
+    /// maps nothing).
+    pub(crate) fn map(pdev: &pci::Device<Bound>, parts: [Range<usize>; 3]) -> Self {
+        let mut mapped = [None, None, None];
+        for (slot, (bar, part)) in mapped.iter_mut().zip(RESOURCE_BARS.into_iter().zip(parts)) {
+            let Ok(part) = BarPart::new(pdev, bar, part, c"tenstorrent") else {
+                continue;
+            };
+            *slot = Devres::new(pdev.as_ref(), part).ok();
+        }
         let ranges = RESOURCE_BARS.map(|bar| IoRange::of_bar(pdev, bar));
         Self { mapped, ranges }
     }
 
-    /// The kernel's mapping of RESOURCE`resource`, while the card is bound:
+    /// Runs `f` on the kernel's mapping of RESOURCE`resource` and the
+    /// offset in it of the BAR's byte `offset`, while the card is bound:
     /// `ENODEV` once it is unbound (or without that BAR), `EINVAL` for a
-    /// resource past 2.
-    fn access(&self, resource: usize) -> Result<impl Deref<Target = pci::Bar<'_>> + '_> {
-        let bar = self.mapped.get(resource).ok_or(EINVAL)?;
-        bar.as_ref().ok_or(ENODEV)?.try_access().ok_or(ENODEV)
+    /// resource past 2 or an offset before the mapped part.
+    fn with_io<R>(
+        &self,
+        resource: usize,
+        offset: usize,
+        f: impl FnOnce(Mmio<'_, Region>, usize) -> Result<R>,
+    ) -> Result<R> {
+        let part = self.mapped.get(resource).ok_or(EINVAL)?;
+        let part = part.as_ref().ok_or(ENODEV)?.try_access().ok_or(ENODEV)?;
+        let io = part.io().ok_or(EINVAL)?;
+        let at = offset.checked_sub(part.offset()).ok_or(EINVAL)?;
+        f(io, at)
     }
 
     /// The physical range of RESOURCE`resource` (0, 1 or 2).
@@ -64,14 +86,15 @@ impl Bars {
     }
 
     /// Writes `words` to BAR0 from `offset` on, 32 bits at a time in order.
-    /// `ENODEV` once the card is unbound (or without BAR0), `EINVAL` past
-    /// its end.
+    /// `ENODEV` once the card is unbound (or without BAR0), `EINVAL`
+    /// outside the part the kernel maps.
     pub(crate) fn write_bar0(&self, offset: usize, words: &[u32]) -> Result {
-        let bar = self.access(0)?;
-        for (i, &word) in words.iter().enumerate() {
-            bar.try_write32(word, offset + 4 * i)?;
-        }
-        Ok(())
+        self.with_io(0, offset, |io, at| {
+            for (i, &word) in words.iter().enumerate() {
+                io.try_write32(word, at + 4 * i)?;
+            }
+            Ok(())
+        })
     }
 
     /// Writes each `(offset, value)` of `writes` to BAR2 (RESOURCE1), in
@@ -81,38 +104,39 @@ impl Bars {
     /// the read completes only once the writes have. `ENODEV` once the card
     /// is unbound (or without BAR2), `EINVAL` past its end.
     pub(crate) fn write_bar2(&self, writes: &[(usize, u32)]) -> Result {
-        let bar = self.access(1)?;
-        for &(offset, value) in writes {
-            bar.try_write32(value, offset)?;
-        }
-        if let Some(&(offset, _)) = writes.last() {
-            bar.try_read32(offset)?;
-        }
-        Ok(())
+        self.with_io(1, 0, |io, at| {
+            for &(offset, value) in writes {
+                io.try_write32(value, at + offset)?;
+            }
+            if let Some(&(offset, _)) = writes.last() {
+                io.try_read32(at + offset)?;
+            }
+            Ok(())
+        })
     }
 
     /// Reads the 32 bits at `offset` of RESOURCE`resource`. `ENODEV` once the
-    /// card is unbound (or without that BAR), `EINVAL` past its end.
+    /// card is unbound (or without that BAR), `EINVAL` outside the part the
+    /// kernel maps.
     pub(crate) fn read32(&self, resource: usize, offset: usize) -> Result<u32> {
-        let bar = self.access(resource)?;
-        bar.try_read32(offset)
+        self.with_io(resource, offset, |io, at| io.try_read32(at))
     }
 
     /// Writes `value` at `offset` of RESOURCE`resource` (posted: it may
     /// reach the card after this returns).
     pub(crate) fn write32(&self, resource: usize, offset: usize, value: u32) -> Result {
-        let bar = self.access(resource)?;
-        bar.try_write32(value, offset)
+        self.with_io(resource, offset, |io, at| io.try_write32(value, at))
     }
 
     /// Writes `value` at `offset` of RESOURCE`resource`, then reads it back
     /// so that the write has reached the card when this returns. `ENODEV`
-    /// once the card is unbound (or without that BAR), `EINVAL` past its
-    /// end.
+    /// once the card is unbound (or without that BAR), `EINVAL` outside the
+    /// part the kernel maps.
     pub(crate) fn write32_flushed(&self, resource: usize, offset: usize, value: u32) -> Result {
-        let bar = self.access(resource)?;
-        bar.try_write32(value, offset)?;
-        bar.try_read32(offset)?;
-        Ok(())
+        self.with_io(resource, offset, |io, at| {
+            io.try_write32(value, at)?;
+            io.try_read32(at)?;
+            Ok(())
+        })
     }
 }

@@ -1079,7 +1079,7 @@ impl OpenFile {
                 .card
                 .tlb
                 .with_held(self.owner.id(), window.id, || {
-                    self.card.memory.mmap_window(vma, caching, window.id)
+                    self.card.memory.mmap_window(vma, caching, window)
                 })
                 .unwrap_or(Err(EPERM)),
         }

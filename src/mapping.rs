@@ -33,6 +33,16 @@
 //! succeeds (tt-kmd 2.10 answers `EBUSY`): the window is the file's to give
 //! back, like a lock, and the next access through the old mapping gets
 //! `SIGBUS`, whatever process made it.
+//!
+//! Memory types: on x86 a physical page has one memory type at a time
+//! (PAT), and a page inserted at fault time gets the type reserved for its
+//! range, not the one its VMA asked for; a range nobody reserved is
+//! uncached. So the kernel maps only what it accesses itself
+//! ([`kernel_bar_parts`]: never a window userspace may map), and a window's
+//! first mapping since it was taken fixes its type until it is freed: a
+//! write-combined one reserves write-combining for the window
+//! ([`WriteCombining`]), and a mapping of the other type meanwhile is
+//! `EBUSY` instead of silently getting the first's.
 
 use crate::{
     arbiter::OwnerId,
@@ -44,7 +54,8 @@ use crate::{
         FaultResult,
         IoRange,
         SharedMapping,
-        VmFault, //
+        VmFault,
+        WriteCombining, //
     },
     tlb::{
         Family,
@@ -58,9 +69,12 @@ use crate::{
     },
     uapi::Mapping,
 };
-use core::sync::atomic::{
-    AtomicU64,
-    Ordering, //
+use core::{
+    ops::Range,
+    sync::atomic::{
+        AtomicU64,
+        Ordering, //
+    },
 };
 use kernel::{
     mm::virt::VmaNew,
@@ -152,6 +166,33 @@ pub(crate) fn window_place(layout: &Layout, id: usize) -> Option<WindowPlace> {
         first += c.total as usize;
     }
     None
+}
+
+/// The byte ranges of RESOURCE0/1/2 that the kernel accesses itself, and
+/// maps ([`Bars::map`]): in BAR0 its own window and what follows it to the
+/// BAR's end (the window registers from `tlb_regs::TLB_REGS_BASE` on); BAR2
+/// whole (the PCIe controller's registers, its iATU); nothing of BAR4.
+/// Every window a file may map lies before the kernel's own: none is
+/// mapped by the kernel, so none gets the kernel mapping's memory type.
+pub(crate) fn kernel_bar_parts(layout: &Layout) -> [Range<usize>; 3] {
+    let bar0 = layout
+        .kernel_window()
+        .and_then(|id| window_place(layout, id))
+        .filter(|place| place.resource == 0)
+        .and_then(|place| usize::try_from(place.bar_offset).ok())
+        .unwrap_or(tlb_regs::TLB_REGS_BASE);
+    [bar0..usize::MAX, 0..usize::MAX, 0..0]
+}
+
+/// The memory type a window is mapped with by its holder, fixed by its
+/// first mapping since it was taken (see the module's documentation).
+enum WindowCaching {
+    Unmapped,
+    Uncached,
+    /// The reservation is freed (dropped) when the window is revoked.
+    WriteCombined {
+        _reserved: WriteCombining,
+    },
 }
 
 /// What an mmap request maps.
@@ -276,6 +317,10 @@ pub(crate) struct CardMemory {
     /// `mappings` view.
     #[pin]
     bar_vmas: Mutex<KVec<BarVmas>>,
+    /// Per window, the memory type of its holder's mappings. Taken under
+    /// the pool's mutex at mmap, alone at revocation.
+    #[pin]
+    window_caching: Mutex<KVec<WindowCaching>>,
 }
 
 /// The BAR VMAs of one file of one RESOURCE and caching.
@@ -291,8 +336,10 @@ impl CardMemory {
     pub(crate) fn new(bars: Bars, windows: usize) -> Result<impl PinInit<Self>> {
         let shared = Arc::new(SharedMapping::new()?, GFP_KERNEL)?;
         let mut window_states = KVec::with_capacity(windows, GFP_KERNEL)?;
+        let mut window_caching = KVec::with_capacity(windows, GFP_KERNEL)?;
         for _ in 0..windows {
             window_states.push(AtomicU64::new(0), GFP_KERNEL)?;
+            window_caching.push(WindowCaching::Unmapped, GFP_KERNEL)?;
         }
         Ok(pin_init!(Self {
             bars,
@@ -301,6 +348,7 @@ impl CardMemory {
             kernel_window <- new_mutex!(()),
             windows: window_states,
             bar_vmas <- new_mutex!(KVec::new()),
+            window_caching <- new_mutex!(window_caching),
         }))
     }
 
@@ -329,6 +377,10 @@ impl CardMemory {
     pub(crate) fn revoke_all(&self) {
         *self.live.lock() = false;
         self.shared.unmap(0, 0);
+        // Nothing maps a window any more: the BARs are about to go.
+        for caching in self.window_caching.lock().iter_mut() {
+            *caching = WindowCaching::Unmapped;
+        }
     }
 
     /// Zaps every mapping of every file, which the next access faults in
@@ -347,9 +399,35 @@ impl CardMemory {
         Ok(())
     }
 
-    /// Sets `vma` up for window `id`, whose holder the caller checked and
+    /// Sets `vma` up for `window`, whose holder the caller checked and
     /// keeps from changing (see [`TlbPool::with_held`]), and counts it.
-    pub(crate) fn mmap_window(&self, vma: &VmaNew, caching: Caching, id: usize) -> Result {
+    /// `EBUSY` if the window is mapped with the other memory type since it
+    /// was taken; the first write-combined mapping reserves that type for
+    /// the window.
+    pub(crate) fn mmap_window(
+        &self,
+        vma: &VmaNew,
+        caching: Caching,
+        window: WindowPlace,
+    ) -> Result {
+        let id = window.id;
+        {
+            let mut states = self.window_caching.lock();
+            let state = states.get_mut(id).ok_or(EINVAL)?;
+            match (&*state, caching) {
+                (WindowCaching::Unmapped, Caching::WriteCombined) => {
+                    let range = self.bars.range(window.resource).ok_or(ENODEV)?;
+                    let reserved = WriteCombining::reserve(range, window.bar_offset, window.size)?;
+                    *state = WindowCaching::WriteCombined {
+                        _reserved: reserved,
+                    };
+                }
+                (WindowCaching::Unmapped, _) => *state = WindowCaching::Uncached,
+                (WindowCaching::WriteCombined { .. }, Caching::WriteCombined) => {}
+                (WindowCaching::Uncached, Caching::Uncached) => {}
+                _ => return Err(EBUSY),
+            }
+        }
         self.mmap(vma, caching)?;
         set_tag(vma, self.revocation_count(id));
         self.count_vma(id, self.revocation_count(id), true);
@@ -612,6 +690,10 @@ impl CardMemory {
             .unmap(MMAP_OFFSET_TLB_UC + place.start, place.size);
         self.shared
             .unmap(MMAP_OFFSET_TLB_WC + place.start, place.size);
+        // No page of it is mapped now: its next holder picks its type.
+        if let Some(caching) = self.window_caching.lock().get_mut(id) {
+            *caching = WindowCaching::Unmapped;
+        }
         if !exported {
             self.reset_window_register(layout, id);
         }

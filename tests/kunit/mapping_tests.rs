@@ -153,4 +153,33 @@ mod tests {
         assert!(!is_window_offset(8 << 36));
         assert!(!is_window_offset(0));
     }
+    #[test]
+    fn kernel_maps_no_user_window() {
+        for layout in [Layout::wormhole(), Layout::blackhole(8)] {
+            let parts = kernel_bar_parts(&layout);
+            let kernel = layout.kernel_window();
+            assert!(kernel.is_some());
+            let total: usize = layout.classes().iter().map(|c| c.total as usize).sum();
+            for id in 0..total {
+                let place = window_place(&layout, id);
+                assert!(place.is_some());
+                let Some(place) = place else { continue };
+                let start = place.bar_offset as usize;
+                let end = start + place.size as usize;
+                let part = &parts[place.resource];
+                let inside = start >= part.start && end <= part.end;
+                let outside = end <= part.start || start >= part.end;
+                if Some(id) == kernel {
+                    // The kernel's own window is what it maps.
+                    assert!(inside);
+                } else {
+                    assert!(outside);
+                }
+            }
+            // The window registers are mapped; BAR2 whole, BAR4 not at all.
+            assert!(parts[0].contains(&tlb_regs::TLB_REGS_BASE));
+            assert_eq!(parts[1].start, 0);
+            assert!(parts[2].is_empty());
+        }
+    }
 }

@@ -874,3 +874,175 @@ pub fn window_mappings_do_not_split() -> TestResult {
     }
     Ok(())
 }
+
+/// The x86 PAT memory-type reservations (debugfs, kernels with PAT only).
+const PAT_MEMTYPES: &str = "/sys/kernel/debug/x86/pat_memtype_list";
+
+/// One reservation of `PAT_MEMTYPES`: `start..end` and its type.
+#[derive(Debug)]
+struct MemType {
+    start: u64,
+    end: u64,
+    kind: String,
+}
+
+/// Parses `PAT: [mem 0xSTART-0xEND] TYPE` lines (END exclusive).
+fn pat_memtypes(text: &str) -> Vec<MemType> {
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("PAT: [mem ")?;
+            let (range, kind) = rest.split_once("] ")?;
+            let (start, end) = range.split_once('-')?;
+            Some(MemType {
+                start: hex(start)?,
+                end: hex(end)?,
+                kind: kind.trim().to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The physical address of BAR `bar` of card `n` (sysfs `resource`).
+fn bar_start(n: u32, bar: usize) -> Result<u64, String> {
+    let path = format!("/sys/bus/pci/devices/{}/resource", bdf(n as usize)?);
+    let text = ctx(std::fs::read_to_string(&path), &path)?;
+    let line = text
+        .lines()
+        .nth(bar)
+        .ok_or(format!("{path}: no line {bar}"))?;
+    let start = line.split_whitespace().next().unwrap_or("");
+    u64::from_str_radix(start.trim_start_matches("0x"), 16)
+        .map_err(|e| format!("{path}: {line:?}: {e}"))
+}
+
+/// A window's memory type: its first mapping since it was taken fixes it
+/// until it is freed (a mapping of the other type meanwhile is `EBUSY`,
+/// as x86 gives a page one type and the second would silently get the
+/// first's), and the next holder starts afresh. On a kernel with PAT
+/// (Debian's, in the stock layer) a window mapped write-combined has
+/// write-combining reserved for exactly its range until it is freed, a
+/// window mapped uncached has no reservation (uncached is the default),
+/// and the kernel's own mappings cover no window userspace may map (the
+/// uncached type they reserve would override userspace's WC).
+pub fn window_memory_types() -> TestResult {
+    let pat = std::fs::read_to_string(PAT_MEMTYPES).ok();
+    if pat.is_none() {
+        println!("# no {PAT_MEMTYPES} (kernel without PAT): memory types not read back");
+    }
+    let memtypes = || -> Result<Option<Vec<MemType>>, String> {
+        match pat {
+            None => Ok(None),
+            Some(_) => Ok(Some(pat_memtypes(&ctx(
+                std::fs::read_to_string(PAT_MEMTYPES),
+                PAT_MEMTYPES,
+            )?))),
+        }
+    };
+    let overlapping = |types: &[MemType], start: u64, len: u64| -> Vec<String> {
+        types
+            .iter()
+            .filter(|t| t.start < start + len && start < t.end)
+            .map(|t| format!("{:#x}-{:#x} {}", t.start, t.end, t.kind))
+            .collect()
+    };
+    for n in 0..2u32 {
+        let dev = open(n)?;
+        let bar0 = bar_start(n, 0)?;
+        let phys = |w: &abi::AllocateTlbOut| bar0 + (w.mmap_offset_uc - abi::MMAP_OFFSET_TLB_UC);
+        let size = 2 * MIB;
+
+        let a = ctx(alloc(&dev, size), "allocate window a")?;
+        let wc = ctx(
+            Mmio::new(&dev, a.mmap_offset_wc, size as usize),
+            "mmap window a WC",
+        )?;
+        let _ = wc.read32(0);
+        expect_errno(
+            Mmio::new(&dev, a.mmap_offset_uc, PAGE).map(|_| ()),
+            libc::EBUSY,
+            &format!("card {n}: UC mapping of window {} mapped WC", a.id),
+        )?;
+        let again = ctx(
+            Mmio::new(&dev, a.mmap_offset_wc, PAGE),
+            "a second WC mapping of window a",
+        )?;
+        let _ = again.read32(0);
+
+        let b = ctx(alloc(&dev, size), "allocate window b")?;
+        let uc = ctx(
+            Mmio::new(&dev, b.mmap_offset_uc, size as usize),
+            "mmap window b UC",
+        )?;
+        let _ = uc.read32(0);
+        expect_errno(
+            Mmio::new(&dev, b.mmap_offset_wc, PAGE).map(|_| ()),
+            libc::EBUSY,
+            &format!("card {n}: WC mapping of window {} mapped UC", b.id),
+        )?;
+
+        if let Some(types) = memtypes()? {
+            let on_a = overlapping(&types, phys(&a), size);
+            ensure_eq!(
+                on_a,
+                vec![format!(
+                    "{:#x}-{:#x} write-combining",
+                    phys(&a),
+                    phys(&a) + size
+                )],
+                "card {n}: reservations over window {} (mapped WC)",
+                a.id
+            );
+            let on_b = overlapping(&types, phys(&b), size);
+            ensure!(
+                on_b.is_empty(),
+                "card {n}: window {} (mapped UC) has reservations {on_b:?}",
+                b.id
+            );
+            // Every window before the kernel's own is userspace's.
+            let (_, kernel_at) = kernel_window(n);
+            let kernel: Vec<String> = overlapping(&types, bar0, kernel_at)
+                .into_iter()
+                .filter(|t| !t.ends_with("write-combining"))
+                .collect();
+            ensure!(
+                kernel.is_empty(),
+                "card {n}: uncached reservations over userspace's windows: {kernel:?}"
+            );
+        }
+
+        // Freed: the reservation goes, and the next holder picks anew.
+        let a_phys = phys(&a);
+        drop(again);
+        drop(wc);
+        expect_ok(free(&dev, a.id), "FREE_TLB window a")?;
+        if let Some(types) = memtypes()? {
+            let left = overlapping(&types, a_phys, size);
+            ensure!(
+                left.is_empty(),
+                "card {n}: reservations left over freed window {}: {left:?}",
+                a.id
+            );
+        }
+        let mut taken = Vec::new();
+        let again = loop {
+            let w = ctx(alloc(&dev, size), "allocate until window a comes back")?;
+            if w.id == a.id {
+                break w;
+            }
+            ensure!(
+                taken.len() < 300,
+                "card {n}: window {} never came back",
+                a.id
+            );
+            taken.push(w);
+        };
+        let m = ctx(
+            Mmio::new(&dev, again.mmap_offset_uc, PAGE),
+            "mmap the window again, UC, as its next holder",
+        )?;
+        let _ = m.read32(0);
+        drop(uc);
+    }
+    Ok(())
+}

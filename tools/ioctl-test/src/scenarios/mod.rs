@@ -125,6 +125,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "mapping/next_holder_sees_only_its_target" => mapping::next_holder_sees_only_its_target, 120;
     "mapping/fork_does_not_copy" => mapping::fork_does_not_copy;
     "mapping/window_mappings_do_not_split" => mapping::window_mappings_do_not_split;
+    "mapping/window_memory_types" => mapping::window_memory_types;
     "mapping/proc_tlb_view" => mapping::proc_tlb_view;
     "mapping/sigbus_after_unbind" => mapping::sigbus_after_unbind;
     "dma/buffers_reach_the_card" => dma::buffers_reach_the_card, 120;
