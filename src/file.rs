@@ -787,6 +787,7 @@ impl OpenFile {
             .free_revoking(self.owner.id(), id, &|id| memory.window_mapped(id), &|id| {
                 self.card.revoke_freed_window(id)
             })
+            .map_err(|e| self.or_fenced(e))
     }
 
     /// QUERY_MAPPINGS, as tt-kmd 2.10: reads only `in`; writes
@@ -846,6 +847,19 @@ impl OpenFile {
         self.card
             .memory
             .configure(&self.card.tlb, self.owner.id(), r.id as usize, &config)
+            .map_err(|e| self.or_fenced(e))
+    }
+
+    /// `e`, or `ENODEV` if a reset fenced this file or the card is gone: a
+    /// reset frees a fenced file's windows after fencing it, so a command
+    /// that finds its window gone in between was refused by the reset, and
+    /// must say so as every later command does, not `EPERM`.
+    fn or_fenced(&self, e: Error) -> Error {
+        if e == EPERM && (self.card.is_gone() || self.card.is_fenced(self.owner.id())) {
+            ENODEV
+        } else {
+            e
+        }
     }
 
     /// ALLOCATE_DMA_BUF, as tt-kmd 2.10 (src/dma.rs): reads only `in`,
@@ -1081,7 +1095,8 @@ impl OpenFile {
                 .with_held(self.owner.id(), window.id, || {
                     self.card.memory.mmap_window(vma, caching, window)
                 })
-                .unwrap_or(Err(EPERM)),
+                .unwrap_or(Err(EPERM))
+                .map_err(|e| self.or_fenced(e)),
         }
     }
 }

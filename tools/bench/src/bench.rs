@@ -262,6 +262,95 @@ pub fn throughput(m: Mech, procs: usize, dur_ns: u64) -> Throughput {
     }
 }
 
+/// `procs` processes taking one lock in turn, each holding it busy for
+/// `cs_ns` (an ARC message's critical section), for `dur_ns`: acquisitions
+/// per second, fairness, and the gap from a release to another process's
+/// return from its acquire (what a poller loses to its poll interval).
+#[derive(Clone, Debug)]
+pub struct Busy {
+    pub per_sec: f64,
+    pub fairness: f64,
+    pub gap: Stat,
+}
+
+pub fn busy(m: Mech, procs: usize, dur_ns: u64, cs_ns: u64) -> Busy {
+    let shm = Shm::new();
+    let gun = sys::StartGun::new();
+    // t0: when the last holder released (0: nobody yet).
+    shm.t0.store(0, SeqCst);
+    let pids: Vec<_> = (0..procs)
+        .map(|i| {
+            let gun = &gun;
+            sys::fork_child(move || {
+                let l = Locker::open(m);
+                shm.ready.fetch_add(1, SeqCst);
+                gun.wait();
+                loop {
+                    l.lock();
+                    let released = shm.t0.load(SeqCst);
+                    let releaser = shm.holder.load(SeqCst);
+                    let now = now_ns();
+                    if shm.stop.load(SeqCst) != 0 {
+                        l.unlock();
+                        break;
+                    }
+                    shm.enter();
+                    // A hand-off to another process, not a re-take.
+                    let handed = releaser >= 0 && releaser != i as i32;
+                    if released != 0 && handed && shm.waiting[0].load(SeqCst) != 0 {
+                        shm.record(now - released);
+                    }
+                    shm.counts[i].fetch_add(1, SeqCst);
+                    let until = now + cs_ns;
+                    while now_ns() < until {
+                        std::hint::spin_loop();
+                    }
+                    shm.leave();
+                    shm.holder.store(i as i32, SeqCst);
+                    shm.t0.store(now_ns(), SeqCst);
+                    l.unlock();
+                }
+                0
+            })
+        })
+        .collect();
+    while shm.ready.load(SeqCst) < procs as u32 {
+        sys::sleep_ns(1_000_000);
+    }
+    gun.fire();
+    // Gaps count from after a warm-up, like the throughput.
+    let snapshot = || -> Vec<u64> { (0..procs).map(|i| shm.counts[i].load(SeqCst)).collect() };
+    sys::sleep_ns(dur_ns / 4);
+    shm.waiting[0].store(1, SeqCst);
+    let (c0, t0) = (snapshot(), now_ns());
+    sys::sleep_ns(dur_ns);
+    let (c1, t1) = (snapshot(), now_ns());
+    shm.waiting[0].store(0, SeqCst);
+    shm.stop.store(1, SeqCst);
+    sys::wait_all(&pids);
+    shm.check("busy");
+    let counts: Vec<u64> = c1.iter().zip(&c0).map(|(a, b)| a - b).collect();
+    let total: u64 = counts.iter().sum();
+    let (min, max) = (
+        counts.iter().copied().min().unwrap_or(0),
+        counts.iter().copied().max().unwrap_or(0),
+    );
+    let gaps = shm.samples();
+    Busy {
+        per_sec: total as f64 * 1e9 / (t1 - t0) as f64,
+        fairness: if max == 0 {
+            0.0
+        } else {
+            min as f64 / max as f64
+        },
+        gap: Stat {
+            median: sys::quantile(&gaps, 0.5),
+            p99: sys::quantile(&gaps, 0.99),
+            samples: gaps.len(),
+        },
+    }
+}
+
 /// Thundering herd: `waiters` processes asleep on one lock held by the
 /// parent; each takes it `rounds` times (release, queue again).
 #[derive(Clone, Debug)]
@@ -629,12 +718,13 @@ fn window_calls(n: usize, fd: i32) -> Vec<(&'static str, Stat)> {
     out
 }
 
-/// Checks that the lock works at all for `m` (and leaves it free).
-pub fn smoke(m: Mech) {
+/// Checks that the lock works at all for `m` (and leaves it free; with
+/// `query`, as the driver's QUERY of the lock says: tt-kmd has none).
+pub fn smoke(m: Mech, query: bool) {
     let l = Locker::open(m);
     l.lock();
     l.unlock();
-    if m.is_driver_queue() {
+    if query && m.is_driver_queue() {
         let q = mech::query();
         assert_eq!(q.waiters, 0, "{}: waiters left on the lock", m.name());
     }

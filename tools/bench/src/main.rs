@@ -27,6 +27,10 @@ struct Options {
     mechs: Option<Vec<String>>,
     device: Option<String>,
     json: String,
+    /// Running on tt-kmd: only what it can run, written to this file.
+    baseline_out: Option<String>,
+    /// tt-kmd's figures from the same boot, to compare with.
+    ttkmd: Option<String>,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -36,6 +40,8 @@ fn parse_args() -> Result<Options, String> {
         mechs: None,
         device: Some("/dev/tenstorrent/0".into()),
         json: "/tmp/tt-bench.json".into(),
+        baseline_out: None,
+        ttkmd: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -52,10 +58,15 @@ fn parse_args() -> Result<Options, String> {
             }
             "--device" => o.device = Some(args.next().ok_or("--device needs a path")?),
             "--json" => o.json = args.next().ok_or("--json needs a file")?,
+            "--baseline-out" => {
+                o.baseline_out = Some(args.next().ok_or("--baseline-out needs a file")?)
+            }
+            "--ttkmd" => o.ttkmd = Some(args.next().ok_or("--ttkmd needs a file")?),
             "-h" | "--help" => {
                 return Err(
                     "usage: tt-bench [--quick] [--no-device] [--device PATH] [--json FILE] \
-                     [--only uncontended,handoff,throughput,herd,release,calls] [--mechs NAME,...]"
+                     [--only uncontended,handoff,throughput,herd,release,calls,busy] [--mechs NAME,...] \
+                     [--baseline-out FILE (on tt-kmd)] [--ttkmd FILE]"
                         .into(),
                 )
             }
@@ -88,14 +99,18 @@ fn main() -> ExitCode {
                 .as_ref()
                 .is_none_or(|v| v.iter().any(|n| n == m.name()) || *m == Mech::Flock)
         })
+        .filter(|m| o.baseline_out.is_none() || m.runs_on_ttkmd())
         .collect();
+    // On tt-kmd: what the run on this driver compares with.
+    let baseline_sections = ["uncontended", "handoff", "busy"];
     let run = |section: &str| {
         o.only
             .as_ref()
             .is_none_or(|v| v.iter().any(|s| s == section))
+            && (o.baseline_out.is_none() || baseline_sections.contains(&section))
     };
     for &m in &mechs {
-        bench::smoke(m);
+        bench::smoke(m, o.baseline_out.is_none());
     }
 
     // Iteration counts: the full run takes a few minutes of TCG time.
@@ -167,6 +182,36 @@ fn main() -> ExitCode {
             .map(|&n| (n, bench::release_cost(m, n, release_samples(m, n))))
             .collect();
         r.release.push((m, v));
+    }
+
+    let busy_procs: &[usize] = &[2, 8, 32];
+    let busy_ns = if q { 200_000_000 } else { 1_000_000_000 };
+    for &m in mechs.iter().filter(|m| m.is_lock() && run("busy")) {
+        step(&format!("50 us critical section {}", m.name()));
+        let v = busy_procs
+            .iter()
+            .map(|&p| (p, bench::busy(m, p, busy_ns, 50_000)))
+            .collect();
+        r.busy.push((m, v));
+    }
+
+    if let Some(path) = &o.baseline_out {
+        let text = report::Baseline::text(&r);
+        if let Err(e) = std::fs::write(path, &text) {
+            eprintln!("tt-bench: writing {path}: {e}");
+            return ExitCode::FAILURE;
+        }
+        print!("{text}");
+        return ExitCode::SUCCESS;
+    }
+    if let Some(path) = &o.ttkmd {
+        match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| report::Baseline::parse(&t))
+        {
+            Ok(b) => r.ttkmd = Some(b),
+            Err(e) => eprintln!("tt-bench: tt-kmd's figures from {path}: {e}"),
+        }
     }
 
     if run("calls") {

@@ -54,6 +54,18 @@ impl Mech {
         }
     }
 
+    /// The mechanism named `name` ([`Mech::name`]).
+    pub fn from_name(name: &str) -> Option<Mech> {
+        Mech::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Whether tt-kmd 2.10 can run it: it has LOCK_CTL (a try, and a
+    /// blocking acquire that wakes every waiter at each release) but none
+    /// of this driver's own commands.
+    pub fn runs_on_ttkmd(self) -> bool {
+        matches!(self, Mech::Null | Mech::Flock | Mech::LockCtl | Mech::Poll)
+    }
+
     /// Whether it needs /dev/tenstorrent.
     pub fn needs_device(self) -> bool {
         matches!(self, Mech::LockCtl | Mech::Acquire | Mech::Poll)

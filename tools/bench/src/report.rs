@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::fs;
 
-use crate::bench::{Herd, Stat, Throughput};
+use crate::bench::{Busy, Herd, Stat, Throughput};
 use crate::mech::Mech;
 
 /// Lines around the JSON on stdout, for the host to cut it out.
@@ -78,6 +78,101 @@ pub struct Results {
     pub herd: Vec<(Mech, Herd)>,
     pub release: Vec<(Mech, Vec<(usize, Stat)>)>,
     pub breakdown: Vec<(&'static str, Stat)>,
+    /// A 50 µs critical section, by process count.
+    pub busy: Vec<(Mech, Vec<(usize, Busy)>)>,
+    /// The same workloads on tt-kmd 2.10, measured in the same boot.
+    pub ttkmd: Option<Baseline>,
+}
+
+/// What tt-bench measured on tt-kmd (`--baseline-out`), read back by the
+/// run on this driver (`--ttkmd`): the workloads tt-kmd's LOCK_CTL can run
+/// (a try, polled every 1 ms, as UMD's KmdMutex does), and flock as the
+/// yardstick both runs share. One line per figure:
+/// `uncontended|handoff MECH MEDIAN P99 SAMPLES` and
+/// `busy MECH PROCS PER_SEC FAIRNESS GAP_MEDIAN GAP_P99 GAP_SAMPLES`.
+#[derive(Default)]
+pub struct Baseline {
+    pub uncontended: Vec<(Mech, Stat)>,
+    pub handoff: Vec<(Mech, Stat)>,
+    pub busy: Vec<(Mech, Vec<(usize, Busy)>)>,
+}
+
+impl Baseline {
+    /// The baseline lines of `r`.
+    pub fn text(r: &Results) -> String {
+        let mut out = String::new();
+        for (kind, v) in [("uncontended", &r.uncontended), ("handoff", &r.handoff)] {
+            for (m, st) in v {
+                let _ = writeln!(
+                    out,
+                    "{kind} {} {} {} {}",
+                    m.name(),
+                    st.median,
+                    st.p99,
+                    st.samples
+                );
+            }
+        }
+        for (m, v) in &r.busy {
+            for (p, b) in v {
+                let _ = writeln!(
+                    out,
+                    "busy {} {p} {} {} {} {} {}",
+                    m.name(),
+                    b.per_sec,
+                    b.fairness,
+                    b.gap.median,
+                    b.gap.p99,
+                    b.gap.samples
+                );
+            }
+        }
+        out
+    }
+
+    /// Parses [`Baseline::text`]'s lines.
+    pub fn parse(text: &str) -> Result<Baseline, String> {
+        let mut b = Baseline::default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let bad = || format!("baseline line {line:?}");
+            let m = f.get(1).and_then(|n| Mech::from_name(n)).ok_or_else(bad)?;
+            let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).ok_or_else(bad);
+            match (f[0], f.len()) {
+                ("uncontended" | "handoff", 5) => {
+                    let st = Stat {
+                        median: num(2)?,
+                        p99: num(3)?,
+                        samples: num(4)? as usize,
+                    };
+                    let v = if f[0] == "handoff" {
+                        &mut b.handoff
+                    } else {
+                        &mut b.uncontended
+                    };
+                    v.push((m, st));
+                }
+                ("busy", 8) => {
+                    let busy = Busy {
+                        per_sec: num(3)?,
+                        fairness: num(4)?,
+                        gap: Stat {
+                            median: num(5)?,
+                            p99: num(6)?,
+                            samples: num(7)? as usize,
+                        },
+                    };
+                    let procs = num(2)? as usize;
+                    match b.busy.iter_mut().find(|(x, _)| *x == m) {
+                        Some((_, v)) => v.push((procs, busy)),
+                        None => b.busy.push((m, vec![(procs, busy)])),
+                    }
+                }
+                _ => return Err(bad()),
+            }
+        }
+        Ok(b)
+    }
 }
 
 fn find<T>(v: &[(Mech, T)], m: Mech) -> Option<&T> {
@@ -145,7 +240,89 @@ impl Results {
             herd: Vec::new(),
             release: Vec::new(),
             breakdown: Vec::new(),
+            busy: Vec::new(),
+            ttkmd: None,
         }
+    }
+
+    fn busy_at(&self, m: Mech, p: usize) -> Option<&Busy> {
+        find(&self.busy, m).and_then(|v| find_n(v, p))
+    }
+
+    /// The targets of issue 17 (tt-kmd in the same run, ARC-sized critical
+    /// sections, the cost of the uncontended path).
+    pub fn targets_against_ttkmd(&self) -> Vec<Target> {
+        let mut t = Vec::new();
+        let k = self.ttkmd.as_ref();
+        let ours_try = find(&self.uncontended, Mech::Poll);
+        match (ours_try, k.and_then(|k| find(&k.uncontended, Mech::Poll))) {
+            (Some(o), Some(b)) => t.push(Target {
+                name: "LOCK_CTL try + release pair <= 1.0x tt-kmd's".into(),
+                met: o.median <= b.median,
+                detail: format!(
+                    "{} vs {} ({:.2}x)",
+                    fmt_ns(o.median),
+                    fmt_ns(b.median),
+                    o.median / b.median
+                ),
+            }),
+            _ => t.push(Target {
+                name: "LOCK_CTL try + release pair <= 1.0x tt-kmd's".into(),
+                met: false,
+                detail: "not measured: no tt-kmd in this run (tools/bench/run --ttkmd-ko)".into(),
+            }),
+        }
+        let info = self
+            .breakdown
+            .iter()
+            .find(|(n, _)| *n == "GET_DRIVER_INFO")
+            .map(|(_, s)| s.median);
+        if let (Some(a), Some(info)) = (find(&self.uncontended, Mech::Acquire), info) {
+            t.push(Target {
+                name: "ACQUIRE + RELEASE pair <= 1.2x two GET_DRIVER_INFO".into(),
+                met: a.median <= 2.4 * info,
+                detail: format!(
+                    "{} vs 2 x {} ({:.2}x)",
+                    fmt_ns(a.median),
+                    fmt_ns(info),
+                    a.median / (2.0 * info)
+                ),
+            });
+        }
+        for p in [8, 32] {
+            if let (Some(a), Some(f)) =
+                (self.busy_at(Mech::Acquire, p), self.busy_at(Mech::Flock, p))
+            {
+                t.push(Target {
+                    name: format!("50 µs critical section, {p} processes: ACQUIRE throughput >= 0.95x flock's"),
+                    met: a.per_sec >= 0.95 * f.per_sec,
+                    detail: format!("{} vs {} ({:.2}x)", fmt_rate(a.per_sec), fmt_rate(f.per_sec), a.per_sec / f.per_sec),
+                });
+            }
+        }
+        for p in [2, 8] {
+            if let Some(b) = self.busy_at(Mech::Poll, p) {
+                let mut detail =
+                    format!("p99 {}, median {}", fmt_ns(b.gap.p99), fmt_ns(b.gap.median));
+                if let Some(kb) = k
+                    .and_then(|k| find(&k.busy, Mech::Poll))
+                    .and_then(|v| find_n(v, p))
+                {
+                    let _ = write!(
+                        detail,
+                        "; tt-kmd: p99 {}, median {}",
+                        fmt_ns(kb.gap.p99),
+                        fmt_ns(kb.gap.median)
+                    );
+                }
+                t.push(Target {
+                    name: format!("UMD's polled LOCK_CTL, {p} processes, 50 µs held: the lock within 1.1 ms of its release at p99"),
+                    met: b.gap.p99 <= 1.1e6,
+                    detail,
+                });
+            }
+        }
+        t
     }
 
     fn tp(&self, m: Mech, p: usize) -> Option<&Throughput> {
@@ -489,17 +666,164 @@ impl Results {
             let _ = writeln!(w);
         }
 
-        let _ = writeln!(w, "**Targets**\n");
-        for m in [Mech::Acquire, Mech::LockCtl] {
-            for t in self.targets(m) {
-                let _ = writeln!(
-                    w,
-                    "- {} {}: {}",
-                    if t.met { "met:" } else { "MISSED:" },
-                    t.name,
-                    t.detail
-                );
+        if !self.busy.is_empty() {
+            let _ = writeln!(
+                w,
+                "**A 50 µs critical section** (an ARC message): acquisitions per second (x flock), fairness min/max, and the gap from a release to another process holding the lock (median / p99)\n"
+            );
+            let procs: Vec<usize> = self
+                .busy
+                .first()
+                .map_or(Vec::new(), |(_, v)| v.iter().map(|(p, _)| *p).collect());
+            let _ = write!(w, "| mechanism |");
+            for p in &procs {
+                let _ = write!(w, " {p} processes |");
             }
+            let _ = writeln!(w);
+            let _ = writeln!(w, "|---|{}", "---:|".repeat(procs.len()));
+            for (m, v) in &self.busy {
+                let _ = write!(w, "| {} |", m.name());
+                for (p, b) in v {
+                    let f = self.busy_at(Mech::Flock, *p).map(|f| f.per_sec);
+                    let _ = write!(
+                        w,
+                        " {} ({}), {:.2}, {} / {} |",
+                        fmt_rate(b.per_sec),
+                        fmt_ratio(b.per_sec, f),
+                        b.fairness,
+                        fmt_ns(b.gap.median),
+                        fmt_ns(b.gap.p99)
+                    );
+                }
+                let _ = writeln!(w);
+            }
+            let _ = writeln!(w);
+        }
+        match &self.ttkmd {
+            None => {
+                let _ = writeln!(w, "**Against tt-kmd 2.10**: not measured in this run (no tt-kmd module given: `tools/bench/run --ttkmd-ko PATH`).\n");
+            }
+            Some(k) => {
+                let _ = writeln!(w, "**Against tt-kmd 2.10**, measured in the same boot (tt-kmd loaded instead of this module; LOCK_CTL try polled every 1 ms is what UMD's KmdMutex does on it)\n");
+                let _ = writeln!(w, "| workload | this driver | tt-kmd 2.10 | x tt-kmd |");
+                let _ = writeln!(w, "|---|---:|---:|---:|");
+                let mut row = |name: String,
+                               ours: Option<f64>,
+                               theirs: Option<f64>,
+                               fmt: &dyn Fn(f64) -> String| {
+                    if let (Some(o), Some(t)) = (ours, theirs) {
+                        let _ = writeln!(
+                            w,
+                            "| {name} | {} | {} | {} |",
+                            fmt(o),
+                            fmt(t),
+                            fmt_ratio(o, Some(t))
+                        );
+                    }
+                };
+                let med = |v: &[(Mech, Stat)], m| find(v, m).map(|s| s.median);
+                let p99 = |v: &[(Mech, Stat)], m| find(v, m).map(|s| s.p99);
+                row(
+                    "flock pair (the yardstick, same boot)".into(),
+                    med(&self.uncontended, Mech::Flock),
+                    med(&k.uncontended, Mech::Flock),
+                    &fmt_ns,
+                );
+                row(
+                    "LOCK_CTL try + release, uncontended (median)".into(),
+                    med(&self.uncontended, Mech::Poll),
+                    med(&k.uncontended, Mech::Poll),
+                    &fmt_ns,
+                );
+                row(
+                    "LOCK_CTL try + release, uncontended (p99)".into(),
+                    p99(&self.uncontended, Mech::Poll),
+                    p99(&k.uncontended, Mech::Poll),
+                    &fmt_ns,
+                );
+                row(
+                    "hand-off, LOCK_CTL polled every 1 ms (median)".into(),
+                    med(&self.handoff, Mech::Poll),
+                    med(&k.handoff, Mech::Poll),
+                    &fmt_ns,
+                );
+                row(
+                    "hand-off, LOCK_CTL polled every 1 ms (p99)".into(),
+                    p99(&self.handoff, Mech::Poll),
+                    p99(&k.handoff, Mech::Poll),
+                    &fmt_ns,
+                );
+                row(
+                    "hand-off, LOCK_CTL ACQUIRE_BLOCKING (median)".into(),
+                    med(&self.handoff, Mech::LockCtl),
+                    med(&k.handoff, Mech::LockCtl),
+                    &fmt_ns,
+                );
+                row(
+                    "hand-off, LOCK_CTL ACQUIRE_BLOCKING (p99)".into(),
+                    p99(&self.handoff, Mech::LockCtl),
+                    p99(&k.handoff, Mech::LockCtl),
+                    &fmt_ns,
+                );
+                row(
+                    "hand-off: this driver's LOCK_ACQUIRE vs tt-kmd's polled LOCK_CTL (median)"
+                        .into(),
+                    med(&self.handoff, Mech::Acquire),
+                    med(&k.handoff, Mech::Poll),
+                    &fmt_ns,
+                );
+                let kb = |m, p| find(&k.busy, m).and_then(|v| find_n(v, p));
+                for (p, _) in find(&self.busy, Mech::Poll).map_or(&[][..], |v| v.as_slice()) {
+                    let p = *p;
+                    row(
+                        format!("50 µs held, {p} processes, polled LOCK_CTL: acquisitions/s"),
+                        self.busy_at(Mech::Poll, p).map(|b| b.per_sec),
+                        kb(Mech::Poll, p).map(|b| b.per_sec),
+                        &fmt_rate,
+                    );
+                    row(
+                        format!("50 µs held, {p} processes, polled LOCK_CTL: gap p99"),
+                        self.busy_at(Mech::Poll, p).map(|b| b.gap.p99),
+                        kb(Mech::Poll, p).map(|b| b.gap.p99),
+                        &fmt_ns,
+                    );
+                    row(
+                        format!("50 µs held, {p} processes, blocking LOCK_CTL: acquisitions/s"),
+                        self.busy_at(Mech::LockCtl, p).map(|b| b.per_sec),
+                        kb(Mech::LockCtl, p).map(|b| b.per_sec),
+                        &fmt_rate,
+                    );
+                    row(
+                        format!("50 µs held, {p} processes, blocking LOCK_CTL: fairness"),
+                        self.busy_at(Mech::LockCtl, p).map(|b| b.fairness),
+                        kb(Mech::LockCtl, p).map(|b| b.fairness),
+                        &|v| format!("{v:.2}"),
+                    );
+                    row(
+                        format!("50 µs held, {p} processes: LOCK_ACQUIRE here vs polled LOCK_CTL on tt-kmd, acquisitions/s"),
+                        self.busy_at(Mech::Acquire, p).map(|b| b.per_sec),
+                        kb(Mech::Poll, p).map(|b| b.per_sec),
+                        &fmt_rate,
+                    );
+                }
+                let _ = writeln!(w);
+            }
+        }
+
+        let _ = writeln!(w, "**Targets**\n");
+        let mut all: Vec<Target> = Vec::new();
+        for m in [Mech::Acquire, Mech::LockCtl] {
+            all.extend(self.targets(m));
+        }
+        all.extend(self.targets_against_ttkmd());
+        for t in all {
+            let _ = writeln!(
+                w,
+                "- {} {}: {}",
+                if t.met { "met:" } else { "MISSED:" },
+                t.name,
+                t.detail
+            );
         }
         s
     }
@@ -527,10 +851,33 @@ impl Results {
                     .collect(),
             )
         };
+        let busy_json = |v: &[(Mech, Vec<(usize, Busy)>)]| {
+            per_mech(&|m| {
+                find(v, m).map(|v| {
+                    J::Obj(
+                        v.iter()
+                            .map(|(p, b)| {
+                                let fields = vec![
+                                    ("per_sec", J::Num(b.per_sec)),
+                                    ("fairness", J::Num(b.fairness)),
+                                    ("gap_ns", stat(&b.gap, None)),
+                                ];
+                                (p.to_string(), J::obj(fields))
+                            })
+                            .collect(),
+                    )
+                })
+            })
+        };
         let flock_h = find(&self.handoff, Mech::Flock).copied();
         let mut targets = Vec::new();
+        let mut all: Vec<Target> = Vec::new();
         for m in [Mech::Acquire, Mech::LockCtl] {
-            for t in self.targets(m) {
+            all.extend(self.targets(m));
+        }
+        all.extend(self.targets_against_ttkmd());
+        {
+            for t in all {
                 targets.push(J::obj(vec![
                     ("name", J::Str(t.name)),
                     ("met", J::Bool(t.met)),
@@ -650,6 +997,23 @@ impl Results {
                         .collect(),
                 ),
             ),
+            ("busy_50us", busy_json(&self.busy)),
+            (
+                "ttkmd",
+                self.ttkmd.as_ref().map_or(J::Null, |k| {
+                    J::obj(vec![
+                        (
+                            "uncontended_pair_ns",
+                            per_mech(&|m| find(&k.uncontended, m).map(|s| stat(s, None))),
+                        ),
+                        (
+                            "handoff_ns",
+                            per_mech(&|m| find(&k.handoff, m).map(|s| stat(s, None))),
+                        ),
+                        ("busy_50us", busy_json(&k.busy)),
+                    ])
+                }),
+            ),
             ("targets", J::Arr(targets)),
         ]);
         let mut out = String::new();
@@ -747,6 +1111,34 @@ mod tests {
         ])
         .render(&mut s);
         assert_eq!(s, r#"{"a":1.235,"b":"x\"y\u000a","c":[3,null,true,null]}"#);
+    }
+
+    #[test]
+    fn baseline_round_trip() {
+        let mut r = Results::new(Setup { pairs: Vec::new() });
+        let st = |m| Stat {
+            median: m,
+            p99: 2.0 * m,
+            samples: 7,
+        };
+        r.uncontended.push((Mech::Poll, st(1500.0)));
+        r.handoff.push((Mech::Flock, st(9000.5)));
+        let busy = Busy {
+            per_sec: 123.25,
+            fairness: 0.5,
+            gap: st(1.0e6),
+        };
+        r.busy
+            .push((Mech::Poll, vec![(2, busy.clone()), (8, busy)]));
+        let b = Baseline::parse(&Baseline::text(&r)).unwrap();
+        assert_eq!(find(&b.uncontended, Mech::Poll).unwrap().median, 1500.0);
+        assert_eq!(find(&b.handoff, Mech::Flock).unwrap().p99, 18001.0);
+        let v = find(&b.busy, Mech::Poll).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(find_n(v, 8).unwrap().per_sec, 123.25);
+        assert_eq!(find_n(v, 8).unwrap().gap.samples, 7);
+        assert!(Baseline::parse("busy poll_1ms 2 1").is_err());
+        assert!(Baseline::parse("uncontended nothing 1 2 3").is_err());
     }
 
     #[test]
