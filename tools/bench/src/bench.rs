@@ -209,57 +209,7 @@ pub struct Throughput {
 }
 
 pub fn throughput(m: Mech, procs: usize, dur_ns: u64) -> Throughput {
-    let shm = Shm::new();
-    let gun = sys::StartGun::new();
-    let pids: Vec<_> = (0..procs)
-        .map(|i| {
-            let gun = &gun;
-            sys::fork_child(move || {
-                let l = Locker::open(m);
-                shm.ready.fetch_add(1, SeqCst);
-                gun.wait();
-                loop {
-                    l.lock();
-                    if shm.stop.load(SeqCst) != 0 {
-                        l.unlock();
-                        break;
-                    }
-                    shm.enter();
-                    shm.counts[i].fetch_add(1, SeqCst);
-                    shm.leave();
-                    l.unlock();
-                }
-                0
-            })
-        })
-        .collect();
-    while shm.ready.load(SeqCst) < procs as u32 {
-        sys::sleep_ns(1_000_000);
-    }
-    gun.fire();
-    // Counted from a snapshot after a warm-up, so that the first processes
-    // to run, alone on a free lock, do not skew the figures.
-    let snapshot = || -> Vec<u64> { (0..procs).map(|i| shm.counts[i].load(SeqCst)).collect() };
-    sys::sleep_ns(dur_ns / 4);
-    let (c0, t0) = (snapshot(), now_ns());
-    sys::sleep_ns(dur_ns);
-    let (c1, t1) = (snapshot(), now_ns());
-    shm.stop.store(1, SeqCst);
-    sys::wait_all(&pids);
-    shm.check("throughput");
-    let counts: Vec<u64> = c1.iter().zip(&c0).map(|(a, b)| a - b).collect();
-    let total: u64 = counts.iter().sum();
-    let (min, max) = (*counts.iter().min().unwrap(), *counts.iter().max().unwrap());
-    Throughput {
-        per_sec: total as f64 * 1e9 / (t1 - t0) as f64,
-        min,
-        max,
-        fairness: if max == 0 {
-            0.0
-        } else {
-            min as f64 / max as f64
-        },
-    }
+    contend(m, procs, dur_ns, 0, "throughput").0
 }
 
 /// `procs` processes taking one lock in turn, each holding it busy for
@@ -274,10 +224,25 @@ pub struct Busy {
 }
 
 pub fn busy(m: Mech, procs: usize, dur_ns: u64, cs_ns: u64) -> Busy {
+    let (tp, gap) = contend(m, procs, dur_ns, cs_ns, "busy");
+    Busy {
+        per_sec: tp.per_sec,
+        fairness: tp.fairness,
+        gap,
+    }
+}
+
+/// `procs` processes taking one lock in turn for `dur_ns` after a warm-up,
+/// each holding it busy `cs_ns` (with a mutual-exclusion check): their
+/// acquisitions and, with a critical section, the gaps from a release to
+/// another process's return from its acquire (without one, no clock is
+/// read in the loop).
+fn contend(m: Mech, procs: usize, dur_ns: u64, cs_ns: u64, what: &str) -> (Throughput, Stat) {
     let shm = Shm::new();
     let gun = sys::StartGun::new();
-    // t0: when the last holder released (0: nobody yet).
+    // t0: when the last holder released (0: nobody yet); holder: which.
     shm.t0.store(0, SeqCst);
+    let timed = cs_ns > 0;
     let pids: Vec<_> = (0..procs)
         .map(|i| {
             let gun = &gun;
@@ -287,27 +252,30 @@ pub fn busy(m: Mech, procs: usize, dur_ns: u64, cs_ns: u64) -> Busy {
                 gun.wait();
                 loop {
                     l.lock();
-                    let released = shm.t0.load(SeqCst);
-                    let releaser = shm.holder.load(SeqCst);
-                    let now = now_ns();
                     if shm.stop.load(SeqCst) != 0 {
                         l.unlock();
                         break;
                     }
                     shm.enter();
-                    // A hand-off to another process, not a re-take.
-                    let handed = releaser >= 0 && releaser != i as i32;
-                    if released != 0 && handed && shm.waiting[0].load(SeqCst) != 0 {
-                        shm.record(now - released);
+                    if timed {
+                        let now = now_ns();
+                        let released = shm.t0.load(SeqCst);
+                        // A hand-off to another process, not a re-take.
+                        let releaser = shm.holder.load(SeqCst);
+                        let handed = releaser >= 0 && releaser != i as i32;
+                        if released != 0 && handed && shm.waiting[0].load(SeqCst) != 0 {
+                            shm.record(now - released);
+                        }
+                        while now_ns() < now + cs_ns {
+                            std::hint::spin_loop();
+                        }
                     }
                     shm.counts[i].fetch_add(1, SeqCst);
-                    let until = now + cs_ns;
-                    while now_ns() < until {
-                        std::hint::spin_loop();
-                    }
                     shm.leave();
-                    shm.holder.store(i as i32, SeqCst);
-                    shm.t0.store(now_ns(), SeqCst);
+                    if timed {
+                        shm.holder.store(i as i32, SeqCst);
+                        shm.t0.store(now_ns(), SeqCst);
+                    }
                     l.unlock();
                 }
                 0
@@ -318,7 +286,8 @@ pub fn busy(m: Mech, procs: usize, dur_ns: u64, cs_ns: u64) -> Busy {
         sys::sleep_ns(1_000_000);
     }
     gun.fire();
-    // Gaps count from after a warm-up, like the throughput.
+    // Counted from a snapshot after a warm-up, so that the first processes
+    // to run, alone on a free lock, do not skew the figures.
     let snapshot = || -> Vec<u64> { (0..procs).map(|i| shm.counts[i].load(SeqCst)).collect() };
     sys::sleep_ns(dur_ns / 4);
     shm.waiting[0].store(1, SeqCst);
@@ -328,27 +297,28 @@ pub fn busy(m: Mech, procs: usize, dur_ns: u64, cs_ns: u64) -> Busy {
     shm.waiting[0].store(0, SeqCst);
     shm.stop.store(1, SeqCst);
     sys::wait_all(&pids);
-    shm.check("busy");
+    shm.check(what);
     let counts: Vec<u64> = c1.iter().zip(&c0).map(|(a, b)| a - b).collect();
     let total: u64 = counts.iter().sum();
-    let (min, max) = (
-        counts.iter().copied().min().unwrap_or(0),
-        counts.iter().copied().max().unwrap_or(0),
-    );
+    let min = counts.iter().copied().min().unwrap_or(0);
+    let max = counts.iter().copied().max().unwrap_or(0);
     let gaps = shm.samples();
-    Busy {
+    let tp = Throughput {
         per_sec: total as f64 * 1e9 / (t1 - t0) as f64,
+        min,
+        max,
         fairness: if max == 0 {
             0.0
         } else {
             min as f64 / max as f64
         },
-        gap: Stat {
-            median: sys::quantile(&gaps, 0.5),
-            p99: sys::quantile(&gaps, 0.99),
-            samples: gaps.len(),
-        },
-    }
+    };
+    let gap = Stat {
+        median: sys::quantile(&gaps, 0.5),
+        p99: sys::quantile(&gaps, 0.99),
+        samples: gaps.len(),
+    };
+    (tp, gap)
 }
 
 /// Thundering herd: `waiters` processes asleep on one lock held by the
