@@ -467,7 +467,7 @@ impl Arbiter {
                     return Err(AcquireError::Deadlock);
                 }
                 if !state.is_blocked(owner, mask) {
-                    let owner_died = state.grant(owner, mask, &who);
+                    let owner_died = state.grant(owner, mask, &who, now);
                     // Its file holds more now: its other queued requests,
                     // and those of files waiting on it, may pass more.
                     state.let_holders_pass();
@@ -801,10 +801,11 @@ impl State {
             .map_or(0, |h| h.who.pid_for_caller())
     }
 
-    /// Makes `owner` the holder of every lock of `mask` and consumes their
-    /// owner-died marks, which it returns; counted as a grant.
-    fn grant(&mut self, owner: &Owner, mask: LockMask, who: &Requester) -> LockMask {
-        let owner_died = self.keep(owner, mask, who);
+    /// Makes `owner` the holder of every lock of `mask` from `now` on and
+    /// consumes their owner-died marks, which it returns; counted as a
+    /// grant.
+    fn grant(&mut self, owner: &Owner, mask: LockMask, who: &Requester, now: i64) -> LockMask {
+        let owner_died = self.keep(owner, mask, who, now);
         self.count_grant(mask);
         owner_died
     }
@@ -817,8 +818,7 @@ impl State {
 
     /// [`Self::grant`] without counting it: for locks kept for a poller,
     /// counted once it takes them ([`Self::claim_place`]).
-    fn keep(&mut self, owner: &Owner, mask: LockMask, who: &Requester) -> LockMask {
-        let now = monotonic_ns();
+    fn keep(&mut self, owner: &Owner, mask: LockMask, who: &Requester, now: i64) -> LockMask {
         let mut owner_died = 0;
         for i in indices(mask) {
             let slot = &mut self.slots[i];
@@ -1184,17 +1184,18 @@ impl State {
     /// A poll place is not woken (nobody sleeps on it): its locks are kept
     /// for its poller while its lease lasts; an expired one is passed over.
     fn grant_waiter(&mut self, waiter: Arc<Waiter>) {
+        let now = monotonic_ns();
         if let Some(end) = *waiter.lease.access(self) {
-            if end <= monotonic_ns() {
+            if end <= now {
                 self.forget_place(&waiter);
                 return;
             }
-            let owner_died = self.keep(&waiter.owner, waiter.mask, &waiter.who);
+            let owner_died = self.keep(&waiter.owner, waiter.mask, &waiter.who, now);
             *waiter.grant.access_mut(self) = Some(Grant { owner_died });
             self.assign_watches();
             return;
         }
-        let owner_died = self.grant(&waiter.owner, waiter.mask, &waiter.who);
+        let owner_died = self.grant(&waiter.owner, waiter.mask, &waiter.who, now);
         *waiter.grant.access_mut(self) = Some(Grant { owner_died });
         self.wakeups.push(waiter);
     }
