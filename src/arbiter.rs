@@ -726,6 +726,14 @@ impl Arbiter {
         self.state.lock().fence.is_stale(id)
     }
 
+    /// Whether the commands of file `id` are refused: the card is gone or
+    /// a reset fenced the file. One look at the state, as every command
+    /// makes it first.
+    pub(crate) fn refuses(&self, id: OwnerId) -> bool {
+        let state = self.state.lock();
+        state.gone || state.fence.is_stale(id)
+    }
+
     /// The card is going away: every waiter wakes with
     /// [`AcquireError::Gone`] and every later request fails with it.
     pub(crate) fn shut_down(&self) {

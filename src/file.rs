@@ -178,7 +178,7 @@ impl FileOperations for Card {
 
     fn ioctl(open: &OpenFile, file: &File, cmd: u32, arg: usize) -> Result<isize> {
         let command = Command::decode(cmd).ok_or(ENOTTY)?;
-        if open.card.is_gone() || open.card.is_fenced(open.owner.id()) {
+        if open.card.refuses(open.owner.id()) {
             return Err(ENODEV);
         }
         // After a reset of the chip, until POST_RESET, the card only says
@@ -855,7 +855,7 @@ impl OpenFile {
     /// that finds its window gone in between was refused by the reset, and
     /// must say so as every later command does, not `EPERM`.
     fn or_fenced(&self, e: Error) -> Error {
-        if e == EPERM && (self.card.is_gone() || self.card.is_fenced(self.owner.id())) {
+        if e == EPERM && self.card.refuses(self.owner.id()) {
             ENODEV
         } else {
             e
@@ -1071,7 +1071,7 @@ impl OpenFile {
     /// mmap of a BAR or a window (see src/mapping.rs): `EINVAL` outside a
     /// mapping, `EPERM` for a window this file does not hold.
     fn mmap(&self, vma: &VmaNew) -> Result {
-        if self.card.is_gone() || self.card.is_fenced(self.owner.id()) {
+        if self.card.refuses(self.owner.id()) {
             return Err(ENODEV);
         }
         let len = u64::try_from(vma.end() - vma.start())?;

@@ -289,4 +289,10 @@ impl Card {
     pub(crate) fn is_fenced(&self, owner: OwnerId) -> bool {
         self.arbiter.is_stale(owner)
     }
+
+    /// Whether the card refuses the commands of file `owner` (`ENODEV`):
+    /// it is gone, or a reset fenced the file.
+    pub(crate) fn refuses(&self, owner: OwnerId) -> bool {
+        self.arbiter.refuses(owner)
+    }
 }
