@@ -78,6 +78,37 @@ tt_archive_url() {
 	printf '%s\n' "$url"
 }
 
+# Makes DIR a minimal Debian $TT_SUITE root from this machine's archive,
+# with $TT_SUITE-backports in its sources, and installs packages in it:
+# each argument after LOG is the argument list of one
+# `apt-get install --no-install-recommends` (split on spaces), run in
+# order. debootstrap's output goes to LOG.debootstrap, apt's to LOG.
+tt_debian_root() {
+	local dir=$1 log=$2 url args
+	shift 2
+	url=$(tt_archive_url)
+	debootstrap --variant=minbase "$TT_SUITE" "$dir" "$url" >"$log.debootstrap" 2>&1 ||
+		{ tail -n 30 "$log.debootstrap"; tt_die "debootstrap failed"; }
+	cat >"$dir/etc/apt/sources.list" <<SRC
+deb $url $TT_SUITE main
+deb $url $TT_SUITE-backports main
+SRC
+	mount -t proc proc "$dir/proc"
+	# shellcheck disable=SC2064 # $dir is fixed now
+	trap "umount -l '$dir/proc' 2>/dev/null || true" EXIT
+	chroot "$dir" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin apt-get update -qq
+	: >"$log"
+	for args in "$@"; do
+		# shellcheck disable=SC2086 # a list of apt-get arguments
+		chroot "$dir" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends $args >>"$log" 2>&1 ||
+			{ tail -n 30 "$log"; tt_die "apt-get install $args failed (log: $log)"; }
+	done
+	chroot "$dir" apt-get clean
+	umount -l "$dir/proc"
+	trap - EXIT
+}
+
 tt_require_root() {
 	[ "$(id -u)" = 0 ] || tt_die "the harness needs root (debootstrap, chroot, mounts); run it as root"
 }
