@@ -203,7 +203,7 @@ impl pci::Driver for TenstorrentDriver {
         let dma = CardDma::new(dev, layout.family, dma_capable, limits)?;
         let function = CardFunction::new(pdev)?;
         let bars = Bars::map(pdev, mapping::kernel_bar_parts(&layout));
-        let windows = layout.classes().iter().map(|c| c.total as usize).sum();
+        let windows = layout.total();
         let memory = CardMemory::new(bars, windows)?;
         let power = CardPower::new(
             layout.family,

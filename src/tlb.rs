@@ -168,7 +168,7 @@ impl Layout {
     }
 
     /// Windows in all, kept ones included.
-    fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.classes().iter().map(|c| c.total as usize).sum()
     }
 

@@ -153,14 +153,14 @@ mod tests {
         assert!(!is_window_offset(8 << 36));
         assert!(!is_window_offset(0));
     }
+
     #[test]
     fn kernel_maps_no_user_window() {
         for layout in [Layout::wormhole(), Layout::blackhole(8)] {
             let parts = kernel_bar_parts(&layout);
             let kernel = layout.kernel_window();
             assert!(kernel.is_some());
-            let total: usize = layout.classes().iter().map(|c| c.total as usize).sum();
-            for id in 0..total {
+            for id in 0..layout.total() {
                 let place = window_place(&layout, id);
                 assert!(place.is_some());
                 let Some(place) = place else { continue };
