@@ -69,6 +69,11 @@ use crate::wait::{
     Wakeups,
     Woken, //
 };
+use core::sync::atomic::{
+    AtomicBool,
+    AtomicU64,
+    Ordering, //
+};
 use kernel::{
     new_condvar,
     new_mutex,
@@ -130,6 +135,48 @@ impl Fence {
     /// Whether the file `id` was fenced: every command on it is `ENODEV`.
     pub(crate) fn is_stale(&self, id: OwnerId) -> bool {
         id.0 < self.floor && id.0 != self.survivor
+    }
+}
+
+/// What every command checks first, readable without the card's mutex:
+/// whether the card is gone and the last reset's [`Fence`]. Written under
+/// the mutex by the two operations that change them, after the state they
+/// mirror.
+///
+/// A reader racing with a reset may see the fence before or after it, as
+/// it would by taking the mutex just before or just after the reset did;
+/// what the reset takes away is revoked after the fence is set, whatever
+/// the racing command saw. The survivor is stored before the floor and
+/// read after it, so a reader that sees a new floor sees its survivor too:
+/// the file that reset the card is never refused by its own fence.
+struct Refusals {
+    gone: AtomicBool,
+    floor: AtomicU64,
+    survivor: AtomicU64,
+}
+
+impl Refusals {
+    fn new() -> Self {
+        let fence = Fence::default();
+        Self {
+            gone: AtomicBool::new(false),
+            floor: AtomicU64::new(fence.floor),
+            survivor: AtomicU64::new(fence.survivor),
+        }
+    }
+
+    fn set_fence(&self, fence: Fence) {
+        self.survivor.store(fence.survivor, Ordering::Release);
+        self.floor.store(fence.floor, Ordering::Release);
+    }
+
+    fn refuses(&self, id: OwnerId) -> bool {
+        if self.gone.load(Ordering::Acquire) {
+            return true;
+        }
+        let floor = self.floor.load(Ordering::Acquire);
+        let survivor = self.survivor.load(Ordering::Acquire);
+        Fence { floor, survivor }.is_stale(id)
     }
 }
 
@@ -275,8 +322,10 @@ pub(crate) struct LockInfo {
     pub(crate) stats: LockStats,
 }
 
+/// The holder of a lock. Its file's [`Owner`] is not kept: whatever
+/// releases the lock has it at hand.
 struct Holder {
-    owner: Owner,
+    owner: OwnerId,
     who: Requester,
     since_ns: i64,
 }
@@ -290,6 +339,19 @@ struct Slot {
     /// Of those, poll places: not sleeping waiters, so not shown as such.
     polls: u32,
     stats: LockStats,
+}
+
+impl Slot {
+    /// Makes `owner` the holder from `now` on; whether the lock had an
+    /// owner-died mark, which this consumes.
+    fn hold(&mut self, owner: OwnerId, who: Requester, now: i64) -> bool {
+        self.holder = Some(Holder {
+            owner,
+            who,
+            since_ns: now,
+        });
+        core::mem::take(&mut self.owner_died)
+    }
 }
 
 /// What a granted waiter learns from its grant.
@@ -357,12 +419,8 @@ impl Drop for State {
     /// otherwise, through the owner's list of them.
     fn drop(&mut self) {
         let mut owners = KVec::new();
-        let holders = self
-            .slots
-            .iter()
-            .filter_map(|s| s.holder.as_ref().map(|h| &h.owner));
         let queued = Iterator::chain(self.queue.iter(), self.polls.iter()).map(|w| &w.owner);
-        for owner in Iterator::chain(holders, queued) {
+        for owner in queued {
             if owners.push(owner.clone(), GFP_KERNEL).is_err() {
                 break;
             }
@@ -385,6 +443,8 @@ impl DefersWakeups for State {
 pub(crate) struct Arbiter {
     #[pin]
     state: Mutex<State>,
+    /// `state`'s gone and fence, for the check every command makes.
+    refusals: Refusals,
 }
 
 impl Arbiter {
@@ -410,6 +470,7 @@ impl Arbiter {
                 wakeups: Wakeups::new(),
                 poll_lease_ns,
             }),
+            refusals: Refusals::new(),
         }))
     }
 
@@ -467,7 +528,7 @@ impl Arbiter {
                     return Err(AcquireError::Deadlock);
                 }
                 if !state.is_blocked(owner, mask) {
-                    let owner_died = state.grant(owner, mask, &who, now);
+                    let owner_died = state.grant(owner, mask, who, now);
                     // Its file holds more now: its other queued requests,
                     // and those of files waiting on it, may pass more.
                     state.let_holders_pass();
@@ -537,7 +598,7 @@ impl Arbiter {
             Ok(_) => {
                 // Granted just before the card went away or its file was
                 // fenced: give the locks back, to the next waiter.
-                state.release_locks(mask, false);
+                state.release_locks(owner, mask, false);
                 Err(AcquireError::Gone)
             }
             // Stopped, frozen or trapped by ptrace: the call will be
@@ -591,7 +652,7 @@ impl Arbiter {
             unlock(state);
             return Err(EPERM);
         }
-        state.release_locks(mask, false);
+        state.release_locks(owner, mask, false);
         unlock(state);
         Ok(())
     }
@@ -607,7 +668,7 @@ impl Arbiter {
         for i in indices(owner_died & mask) {
             state.slots[i].owner_died = true;
         }
-        state.release_locks(mask, false);
+        state.release_locks(owner, mask, false);
         unlock(state);
     }
 
@@ -618,7 +679,7 @@ impl Arbiter {
         state.drop_parked(owner);
         let mask = state.held_by(owner);
         if mask != 0 {
-            state.release_locks(mask, true);
+            state.release_locks(owner, mask, true);
         }
         unlock(state);
     }
@@ -631,7 +692,7 @@ impl Arbiter {
         }
         let holder = state.slots[index].holder.as_ref();
         Ok((
-            holder.is_some_and(|h| h.owner.id == owner.id),
+            holder.is_some_and(|h| h.owner == owner.id),
             holder.is_some(),
         ))
     }
@@ -653,7 +714,7 @@ impl Arbiter {
                 .holder
                 .as_ref()
                 .zip(owner)
-                .is_some_and(|(h, owner)| h.owner.id == owner.id),
+                .is_some_and(|(h, owner)| h.owner == owner.id),
             held_ns: slot
                 .holder
                 .as_ref()
@@ -690,6 +751,7 @@ impl Arbiter {
             survivor: survivor.0,
         };
         state.fence = fence;
+        self.refusals.set_fence(fence);
         let mut stale_places = KVec::new();
         for position in 0..state.queue.len() {
             let Some(waiter) = state.queue.get(position).cloned() else {
@@ -727,11 +789,10 @@ impl Arbiter {
     }
 
     /// Whether the commands of file `id` are refused: the card is gone or
-    /// a reset fenced the file. One look at the state, as every command
-    /// makes it first.
+    /// a reset fenced the file. Every command asks first, so this takes no
+    /// lock ([`Refusals`]).
     pub(crate) fn refuses(&self, id: OwnerId) -> bool {
-        let state = self.state.lock();
-        state.gone || state.fence.is_stale(id)
+        self.refusals.refuses(id)
     }
 
     /// The card is going away: every waiter wakes with
@@ -739,6 +800,7 @@ impl Arbiter {
     pub(crate) fn shut_down(&self) {
         let mut state = self.state.lock();
         state.gone = true;
+        self.refusals.gone.store(true, Ordering::Release);
         for position in 0..state.queue.len() {
             let Some(waiter) = state.queue.get(position).cloned() else {
                 break;
@@ -812,7 +874,7 @@ impl State {
     /// Makes `owner` the holder of every lock of `mask` from `now` on and
     /// consumes their owner-died marks, which it returns; counted as a
     /// grant.
-    fn grant(&mut self, owner: &Owner, mask: LockMask, who: &Requester, now: i64) -> LockMask {
+    fn grant(&mut self, owner: &Owner, mask: LockMask, who: Requester, now: i64) -> LockMask {
         let owner_died = self.keep(owner, mask, who, now);
         self.count_grant(mask);
         owner_died
@@ -826,26 +888,27 @@ impl State {
 
     /// [`Self::grant`] without counting it: for locks kept for a poller,
     /// counted once it takes them ([`Self::claim_place`]).
-    fn keep(&mut self, owner: &Owner, mask: LockMask, who: &Requester, now: i64) -> LockMask {
+    fn keep(&mut self, owner: &Owner, mask: LockMask, who: Requester, now: i64) -> LockMask {
+        // Each lock's holder record refers to the requester's task: the
+        // highest lock takes `who` itself, the others a reference more.
+        let Some(last) = indices(mask).last() else {
+            return 0;
+        };
         let mut owner_died = 0;
-        for i in indices(mask) {
-            let slot = &mut self.slots[i];
-            if slot.owner_died {
+        for i in indices(mask & !bit(last)) {
+            if self.slots[i].hold(owner.id, who.clone(), now) {
                 owner_died |= bit(i);
-                slot.owner_died = false;
             }
-            slot.holder = Some(Holder {
-                owner: owner.clone(),
-                who: who.clone(),
-                since_ns: now,
-            });
+        }
+        if self.slots[last].hold(owner.id, who, now) {
+            owner_died |= bit(last);
         }
         self.held |= mask;
         let counts = owner.record.counts.access_mut(self);
         let was_holding = counts.held != 0;
         counts.held |= mask;
         let queued = counts.queued;
-        if !was_holding && mask != 0 {
+        if !was_holding {
             self.waiting_holders += queued;
         }
         owner_died
@@ -911,19 +974,14 @@ impl State {
         }
     }
 
-    fn release_locks(&mut self, mask: LockMask, owner_died: bool) {
+    /// Releases the locks of `mask`, which `owner` holds.
+    fn release_locks(&mut self, owner: &Owner, mask: LockMask, owner_died: bool) {
         let now = monotonic_ns();
         for i in indices(mask) {
             if let Some(holder) = self.slots[i].holder.take() {
                 let held = u64::try_from(now - holder.since_ns).unwrap_or(0);
                 let stats = &mut self.slots[i].stats;
                 stats.max_hold_ns = stats.max_hold_ns.max(held);
-                let counts = holder.owner.record.counts.access_mut(self);
-                counts.held &= !bit(i);
-                if counts.held == 0 {
-                    let queued = counts.queued;
-                    self.waiting_holders -= queued;
-                }
             }
             if owner_died {
                 let slot = &mut self.slots[i];
@@ -932,6 +990,13 @@ impl State {
             }
         }
         self.held &= !mask;
+        let counts = owner.record.counts.access_mut(self);
+        let was_holding = counts.held != 0;
+        counts.held &= !mask;
+        if was_holding && counts.held == 0 {
+            let queued = counts.queued;
+            self.waiting_holders -= queued;
+        }
         self.hand_off(mask);
     }
 
@@ -1056,7 +1121,7 @@ impl State {
                 for i in indices(grant.owner_died) {
                     self.slots[i].owner_died = true;
                 }
-                self.release_locks(place.mask, false);
+                self.release_locks(&place.owner, place.mask, false);
             }
             Some(_) => {}
             None => self.dequeue(place),
@@ -1198,12 +1263,12 @@ impl State {
                 self.forget_place(&waiter);
                 return;
             }
-            let owner_died = self.keep(&waiter.owner, waiter.mask, &waiter.who, now);
+            let owner_died = self.keep(&waiter.owner, waiter.mask, waiter.who.clone(), now);
             *waiter.grant.access_mut(self) = Some(Grant { owner_died });
             self.assign_watches();
             return;
         }
-        let owner_died = self.grant(&waiter.owner, waiter.mask, &waiter.who, now);
+        let owner_died = self.grant(&waiter.owner, waiter.mask, waiter.who.clone(), now);
         *waiter.grant.access_mut(self) = Some(Grant { owner_died });
         self.wakeups.push(waiter);
     }

@@ -59,7 +59,7 @@ fn holder_is(a: &Arbiter, index: usize, who: &Owner) -> bool {
     state.slots[index]
         .holder
         .as_ref()
-        .is_some_and(|h| h.owner.id() == who.id())
+        .is_some_and(|h| h.owner == who.id())
 }
 
 fn waiters(a: &Arbiter, index: usize) -> u32 {
@@ -296,6 +296,30 @@ mod tests {
         Ok(())
     }
 
+    /// The check every command makes without the mutex agrees with the
+    /// state it mirrors: a reset refuses the files open before it but the
+    /// one that reset the card, a second reset by a later file refuses the
+    /// first survivor too, and removal refuses everyone.
+    #[test]
+    fn refusals_follow_resets_and_removal() -> Result {
+        let a = new_arbiter()?;
+        let (x, y) = (owner(&a), owner(&a));
+        assert!(!a.refuses(x.id()) && !a.refuses(y.id()));
+        a.fence_all_but(y.id());
+        let z = owner(&a);
+        assert!(a.refuses(x.id()));
+        assert!(!a.refuses(y.id()) && !a.refuses(z.id()));
+        a.fence_all_but(z.id());
+        assert!(a.refuses(x.id()) && a.refuses(y.id()));
+        assert!(!a.refuses(z.id()));
+        for id in [x.id(), y.id(), z.id()] {
+            assert_eq!(a.refuses(id), a.is_stale(id));
+        }
+        a.shut_down();
+        assert!(a.refuses(z.id()));
+        Ok(())
+    }
+
     #[test]
     fn removal_fails_waiters_and_later_requests() -> Result {
         let a = new_arbiter()?;
@@ -372,7 +396,7 @@ mod tests {
         let _second = queue(&a, &z, bit(3))?;
         let _bystander = queue(&a, &b, bit(4))?;
         let mut state = a.state.lock();
-        state.release_locks(bit(3), false);
+        state.release_locks(&x, bit(3), false);
         // The wake-ups to send once the mutex is released: the grant only.
         let woken: KVec<bool> = {
             let mut v = KVec::new();
