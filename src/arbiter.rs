@@ -43,15 +43,6 @@
 //! [`State::assign_watches`]). So a poller that stops polling delays
 //! nobody by more than the lease.
 //!
-//! A lock nobody waits for is taken and released without the card's
-//! mutex, under a spinlock of its own ([`FastSlot`]): that is what almost
-//! every acquisition is, and what UMD's polling does while the lock is
-//! free. The first request that must wait, or any other step that needs
-//! the lock's place in the card's state (a lock set, a poller's place, a
-//! close, removal), moves the lock into the card's state under the mutex
-//! ([`Arbiter::pull`]); a release that leaves it free with nobody waiting
-//! gives it back ([`Arbiter::push`]). The views read either.
-//!
 //! Invariant kept by every operation: no queued waiter could be granted.
 //! Locks only become available when they are released or when a waiter
 //! wanting them leaves the queue, and both cases run [`State::hand_off`] over
@@ -86,15 +77,13 @@ use core::sync::atomic::{
 use kernel::{
     new_condvar,
     new_mutex,
-    new_spinlock,
     prelude::*,
     sync::{
         aref::ARef,
         Arc,
         CondVar,
         LockedBy,
-        Mutex,
-        SpinLock, //
+        Mutex, //
     },
     task::Task, //
 };
@@ -211,17 +200,6 @@ impl Owner {
 /// neither needs a scan of the card; and its parked requests.
 struct OwnerRecord {
     counts: LockedBy<OwnerCounts, State>,
-    /// Whether `counts.parked` holds anything, for the fast path: a file
-    /// with a place must give it up first, under the mutex.
-    has_places: AtomicBool,
-}
-
-impl OwnerRecord {
-    /// After a change of `counts.parked`, under the mutex.
-    fn note_places(&self, counts: &OwnerCounts) {
-        self.has_places
-            .store(!counts.parked.is_empty(), Ordering::Release);
-    }
 }
 
 #[derive(Default)]
@@ -382,40 +360,6 @@ struct Grant {
     owner_died: LockMask,
 }
 
-/// A lock while nobody waits for it: taken and released under its own
-/// spinlock, not the card's mutex.
-///
-/// # Invariants
-///
-/// When `slow` is false: the card's state has no holder, no waiter, no
-/// poll place and no owner-died mark for this lock and the card is not
-/// gone; `holder` is the only record of who holds it. When `slow` is
-/// true, the card's state decides and `holder` is `None`. Only a holder
-/// of the card's mutex changes `slow` ([`State::slow`] mirrors it).
-#[derive(Default)]
-struct FastSlot {
-    slow: bool,
-    holder: Option<FastHolder>,
-    /// Grants and the longest hold since the lock last left the fast
-    /// path, for its counters in the card's state.
-    acquisitions: u64,
-    max_hold_ns: u64,
-}
-
-/// The holder of a lock on the fast path.
-struct FastHolder {
-    /// The file, for its counts once the lock moves into the card's state.
-    owner: Owner,
-    who: Requester,
-    since_ns: i64,
-}
-
-impl FastHolder {
-    fn is(&self, owner: &Owner) -> bool {
-        self.owner.id == owner.id
-    }
-}
-
 /// A queued request.
 #[pin_data]
 struct Waiter {
@@ -450,8 +394,6 @@ struct State {
     held: LockMask,
     /// Locks that at least one queued waiter wants.
     wanted: LockMask,
-    /// Locks off the fast path: this state decides for them ([`FastSlot`]).
-    slow: LockMask,
     /// Waiters in arrival order.
     queue: Fifo<Arc<Waiter>>,
     /// One per lock, by index ([`LOCK_COUNT`]).
@@ -484,9 +426,7 @@ impl Drop for State {
             }
         }
         for owner in owners.iter() {
-            let counts = owner.record.counts.access_mut(self);
-            counts.parked.clear();
-            owner.record.note_places(counts);
+            owner.record.counts.access_mut(self).parked.clear();
         }
     }
 }
@@ -503,9 +443,6 @@ impl DefersWakeups for State {
 pub(crate) struct Arbiter {
     #[pin]
     state: Mutex<State>,
-    /// One per lock, by index. Taken after `state` when both are.
-    #[pin]
-    fast: [SpinLock<FastSlot>; LOCK_COUNT],
     /// `state`'s gone and fence, for the check every command makes.
     refusals: Refusals,
 }
@@ -525,7 +462,6 @@ impl Arbiter {
                 fence: Fence::default(),
                 held: 0,
                 wanted: 0,
-                slow: 0,
                 queue: Fifo::new(),
                 slots,
                 next_owner: 1,
@@ -533,9 +469,6 @@ impl Arbiter {
                 polls: KVec::new(),
                 wakeups: Wakeups::new(),
                 poll_lease_ns,
-            }),
-            fast <- pin_init::pin_init_array_from_fn(|_| {
-                new_spinlock!(FastSlot::default(), "tenstorrent_lock_fast")
             }),
             refusals: Refusals::new(),
         }))
@@ -546,7 +479,6 @@ impl Arbiter {
         let record = Arc::new(
             OwnerRecord {
                 counts: LockedBy::new(&self.state, OwnerCounts::default()),
-                has_places: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;
@@ -561,24 +493,19 @@ impl Arbiter {
         self.state.lock().gone
     }
 
-    /// Requests every lock of `mask` for `owner`, made by the calling
-    /// process.
+    /// Requests every lock of `mask` for `owner`.
     pub(crate) fn acquire(
         &self,
         owner: &Owner,
         mask: LockMask,
+        who: Requester,
         wait: Wait,
         reentry: Reentry,
     ) -> Result<Acquired, AcquireError> {
-        if let Some(done) = self.acquire_fast(owner, mask, wait, reentry) {
-            return done;
-        }
-        let who = Requester::current();
         let mut state = self.state.lock();
         if state.gone || state.fence.is_stale(owner.id) {
             return Err(AcquireError::Gone);
         }
-        self.pull(&mut state, mask);
         let now = monotonic_ns();
         state.expire_polls(now);
         // A call restarted after a stop, or a poller's next try, takes up
@@ -690,125 +617,6 @@ impl Arbiter {
         result
     }
 
-    /// A request for one lock on the fast path ([`FastSlot`]): granted if
-    /// the lock is free, answered if it is held and the request does not
-    /// wait. `None` otherwise: the request goes to the card's state.
-    fn acquire_fast(
-        &self,
-        owner: &Owner,
-        mask: LockMask,
-        wait: Wait,
-        reentry: Reentry,
-    ) -> Option<Result<Acquired, AcquireError>> {
-        if mask.count_ones() != 1
-            || owner.record.has_places.load(Ordering::Acquire)
-            || self.refusals.refuses(owner.id)
-        {
-            return None;
-        }
-        let mut fast = self.fast[mask.trailing_zeros() as usize].lock();
-        if fast.slow {
-            return None;
-        }
-        if let Some(holder) = &fast.holder {
-            if wait != Wait::Try {
-                return None;
-            }
-            return Some(Err(if holder.is(owner) && reentry == Reentry::Refuse {
-                AcquireError::Deadlock
-            } else {
-                AcquireError::Busy {
-                    holder_pid: holder.who.pid_for_caller(),
-                }
-            }));
-        }
-        fast.holder = Some(FastHolder {
-            owner: owner.clone(),
-            who: Requester::current(),
-            since_ns: monotonic_ns(),
-        });
-        fast.acquisitions += 1;
-        Some(Ok(Acquired {
-            owner_died: 0,
-            waited_ns: 0,
-        }))
-    }
-
-    /// A release of one lock on the fast path; `None` if the lock is in
-    /// the card's state (or the file has places to give up first).
-    fn release_fast(&self, owner: &Owner, mask: LockMask) -> Option<Result> {
-        if mask.count_ones() != 1 || owner.record.has_places.load(Ordering::Acquire) {
-            return None;
-        }
-        let mut fast = self.fast[mask.trailing_zeros() as usize].lock();
-        if fast.slow {
-            return None;
-        }
-        let Some(holder) = fast.holder.take_if(|h| h.is(owner)) else {
-            return Some(Err(EPERM));
-        };
-        let held = u64::try_from(monotonic_ns() - holder.since_ns).unwrap_or(0);
-        fast.max_hold_ns = fast.max_hold_ns.max(held);
-        drop(fast);
-        // The task and owner references go after the spinlock.
-        drop(holder);
-        Some(Ok(()))
-    }
-
-    /// Moves the locks of `mask` off the fast path into `state`, with
-    /// their holders and counters: from now on the mutex decides for them.
-    fn pull(&self, state: &mut State, mask: LockMask) {
-        for i in indices(mask & !state.slow) {
-            let (holder, acquisitions, max_hold_ns) = {
-                let mut fast = self.fast[i].lock();
-                fast.slow = true;
-                (
-                    fast.holder.take(),
-                    core::mem::take(&mut fast.acquisitions),
-                    core::mem::take(&mut fast.max_hold_ns),
-                )
-            };
-            state.slow |= bit(i);
-            let stats = &mut state.slots[i].stats;
-            stats.acquisitions += acquisitions;
-            stats.max_hold_ns = stats.max_hold_ns.max(max_hold_ns);
-            if let Some(holder) = holder {
-                state.slots[i].holder = Some(Holder {
-                    owner: holder.owner.id,
-                    who: holder.who,
-                    since_ns: holder.since_ns,
-                });
-                state.count_held(&holder.owner, bit(i));
-            }
-        }
-    }
-
-    /// Gives the locks of `mask` that are free, unwanted and unmarked back
-    /// to the fast path.
-    fn push(&self, state: &mut State, mask: LockMask) {
-        if state.gone {
-            return;
-        }
-        for i in indices(mask & state.slow & !state.held & !state.wanted) {
-            if state.slots[i].owner_died {
-                continue;
-            }
-            self.fast[i].lock().slow = false;
-            state.slow &= !bit(i);
-        }
-    }
-
-    /// The locks `owner` holds on the fast path.
-    fn held_fast(&self, owner: &Owner) -> LockMask {
-        let mut mask = 0;
-        for (i, fast) in self.fast.iter().enumerate() {
-            if fast.lock().holder.as_ref().is_some_and(|h| h.is(owner)) {
-                mask |= bit(i);
-            }
-        }
-        mask
-    }
-
     fn new_waiter(
         &self,
         owner: &Owner,
@@ -835,21 +643,16 @@ impl Arbiter {
     /// Releases every lock of `mask`, all or nothing. `EPERM` unless
     /// `owner` holds all of them.
     pub(crate) fn release(&self, owner: &Owner, mask: LockMask) -> Result {
-        if let Some(released) = self.release_fast(owner, mask) {
-            return released;
-        }
         let mut state = self.state.lock();
         if state.gone {
             return Err(ENODEV);
         }
         state.drop_parked(owner);
-        self.pull(&mut state, mask);
         if state.held_by(owner) & mask != mask {
             unlock(state);
             return Err(EPERM);
         }
         state.release_locks(owner, mask, false);
-        self.push(&mut state, mask);
         unlock(state);
         Ok(())
     }
@@ -859,7 +662,6 @@ impl Arbiter {
     /// (`owner_died`) are put back for the next acquirer.
     pub(crate) fn undo(&self, owner: &Owner, mask: LockMask, owner_died: LockMask) {
         let mut state = self.state.lock();
-        self.pull(&mut state, mask);
         if state.held_by(owner) & mask != mask {
             return;
         }
@@ -867,7 +669,6 @@ impl Arbiter {
             state.slots[i].owner_died = true;
         }
         state.release_locks(owner, mask, false);
-        self.push(&mut state, mask);
         unlock(state);
     }
 
@@ -876,10 +677,6 @@ impl Arbiter {
     pub(crate) fn release_all(&self, owner: &Owner) {
         let mut state = self.state.lock();
         state.drop_parked(owner);
-        // The file is closing: none of its calls runs, so what it holds on
-        // the fast path stays as found until pulled.
-        let fast = self.held_fast(owner);
-        self.pull(&mut state, fast);
         let mask = state.held_by(owner);
         if mask != 0 {
             state.release_locks(owner, mask, true);
@@ -889,13 +686,6 @@ impl Arbiter {
 
     /// Whether `owner` holds lock `index`, and whether anyone does.
     pub(crate) fn test(&self, owner: &Owner, index: usize) -> Result<(bool, bool)> {
-        {
-            let fast = self.fast[index].lock();
-            if !fast.slow {
-                let holder = fast.holder.as_ref();
-                return Ok((holder.is_some_and(|h| h.is(owner)), holder.is_some()));
-            }
-        }
         let state = self.state.lock();
         if state.gone {
             return Err(ENODEV);
@@ -915,21 +705,6 @@ impl Arbiter {
         }
         let slot = &state.slots[index];
         let now = monotonic_ns();
-        if state.slow & bit(index) == 0 {
-            let fast = self.fast[index].lock();
-            let holder = fast.holder.as_ref();
-            let mut stats = slot.stats;
-            stats.acquisitions += fast.acquisitions;
-            stats.max_hold_ns = stats.max_hold_ns.max(fast.max_hold_ns);
-            return Ok(LockInfo {
-                holder: holder.map(|h| (h.who.pid_for_caller(), h.who.comm)),
-                held_by_caller: holder.zip(owner).is_some_and(|(h, owner)| h.is(owner)),
-                held_ns: holder.map_or(0, |h| u64::try_from(now - h.since_ns).unwrap_or(0)),
-                owner_died: false,
-                waiters: 0,
-                stats,
-            });
-        }
         Ok(LockInfo {
             holder: slot
                 .holder
@@ -1026,8 +801,6 @@ impl Arbiter {
         let mut state = self.state.lock();
         state.gone = true;
         self.refusals.gone.store(true, Ordering::Release);
-        // Every later request goes to the state, which refuses it.
-        self.pull(&mut state, !0);
         for position in 0..state.queue.len() {
             let Some(waiter) = state.queue.get(position).cloned() else {
                 break;
@@ -1130,12 +903,6 @@ impl State {
         if self.slots[last].hold(owner.id, who, now) {
             owner_died |= bit(last);
         }
-        self.count_held(owner, mask);
-        owner_died
-    }
-
-    /// Counts the locks of `mask`, just recorded as held by `owner`.
-    fn count_held(&mut self, owner: &Owner, mask: LockMask) {
         self.held |= mask;
         let counts = owner.record.counts.access_mut(self);
         let was_holding = counts.held != 0;
@@ -1144,6 +911,7 @@ impl State {
         if !was_holding {
             self.waiting_holders += queued;
         }
+        owner_died
     }
 
     /// Adds `waiter` at the back of the queue. Other waiters may now pass
@@ -1302,7 +1070,6 @@ impl State {
         if counts.parked.push(waiter.clone(), GFP_KERNEL).is_err() {
             return false;
         }
-        waiter.owner.record.note_places(counts);
         // A stopped watcher would not wake to hand a kept lock on: another
         // waiter watches instead.
         if waiter.watch.access_mut(self).take().is_some() {
@@ -1314,11 +1081,9 @@ impl State {
     /// The place of `owner` for exactly `mask` (a stopped call's or a
     /// poller's), no longer parked.
     fn take_parked(&mut self, owner: &Owner, mask: LockMask) -> Option<Arc<Waiter>> {
-        let counts = owner.record.counts.access_mut(self);
-        let position = counts.parked.iter().position(|w| w.mask == mask)?;
-        let place = counts.parked.remove(position).ok();
-        owner.record.note_places(counts);
-        place
+        let parked = &mut owner.record.counts.access_mut(self).parked;
+        let position = parked.iter().position(|w| w.mask == mask)?;
+        parked.remove(position).ok()
     }
 
     /// Gives up the places of `owner` (of its stopped calls and its poll
@@ -1337,11 +1102,10 @@ impl State {
     /// Takes `place` out of its owner's parked places and out of the poll
     /// places.
     fn forget_place(&mut self, place: &Arc<Waiter>) {
-        let counts = place.owner.record.counts.access_mut(self);
-        if let Some(position) = counts.parked.iter().position(|w| Arc::ptr_eq(w, place)) {
-            let _ = counts.parked.remove(position);
+        let parked = &mut place.owner.record.counts.access_mut(self).parked;
+        if let Some(position) = parked.iter().position(|w| Arc::ptr_eq(w, place)) {
+            let _ = parked.remove(position);
         }
-        place.owner.record.note_places(counts);
         if let Some(position) = self.polls.iter().position(|w| Arc::ptr_eq(w, place)) {
             let _ = self.polls.remove(position);
         }

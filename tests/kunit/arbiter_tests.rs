@@ -32,7 +32,7 @@ fn owner(a: &Arbiter) -> Owner {
 
 /// Takes `mask` for `who` at once, as a non-blocking request does.
 fn take(a: &Arbiter, who: &Owner, mask: LockMask) -> Result<Acquired, AcquireError> {
-    a.acquire(who, mask, Wait::Try, Reentry::Refuse)
+    a.acquire(who, mask, Requester::current(), Wait::Try, Reentry::Refuse)
 }
 
 /// Queues a request that cannot be granted at once, as a blocking request
@@ -42,7 +42,6 @@ fn queue(a: &Arbiter, who: &Owner, mask: LockMask) -> Result<Arc<Waiter>> {
         .new_waiter(who, mask, Requester::current(), monotonic_ns())
         .map_err(|_| ENOMEM)?;
     let mut state = a.state.lock();
-    a.pull(&mut state, mask);
     if !state.is_blocked(who, mask) {
         return Err(EINVAL);
     }
@@ -56,8 +55,11 @@ fn grant_of(a: &Arbiter, waiter: &Waiter) -> Option<LockMask> {
 }
 
 fn holder_is(a: &Arbiter, index: usize, who: &Owner) -> bool {
-    a.query(Some(who), index)
-        .is_ok_and(|info| info.held_by_caller)
+    let state = a.state.lock();
+    state.slots[index]
+        .holder
+        .as_ref()
+        .is_some_and(|h| h.owner == who.id())
 }
 
 fn waiters(a: &Arbiter, index: usize) -> u32 {
@@ -91,7 +93,7 @@ mod tests {
         let (x, y) = (owner(&a), owner(&a));
         assert!(take(&a, &x, bit(0)).is_ok());
         assert_eq!(take(&a, &x, bit(0)), Err(AcquireError::Deadlock));
-        let again = a.acquire(&x, bit(0), Wait::Try, Reentry::Wait);
+        let again = a.acquire(&x, bit(0), Requester::current(), Wait::Try, Reentry::Wait);
         assert!(matches!(again, Err(AcquireError::Busy { .. })));
         assert!(matches!(
             take(&a, &y, bit(0)),
@@ -294,119 +296,6 @@ mod tests {
         Ok(())
     }
 
-    fn is_fast(a: &Arbiter, index: usize) -> bool {
-        a.state.lock().slow & bit(index) == 0
-    }
-
-    /// An uncontended lock is taken and released on the fast path, and
-    /// the views see its holder and counters as they would in the state.
-    #[test]
-    fn an_uncontended_lock_stays_on_the_fast_path() -> Result {
-        let a = new_arbiter()?;
-        let (x, y) = (owner(&a), owner(&a));
-        take(&a, &x, bit(40)).map_err(|_| EINVAL)?;
-        assert!(is_fast(&a, 40));
-        assert_eq!(a.test(&x, 40)?, (true, true));
-        assert_eq!(a.test(&y, 40)?, (false, true));
-        let info = a.query(Some(&x), 40)?;
-        let pid = u32::try_from(kernel::current!().group_leader().pid()).unwrap_or(0);
-        assert!(info.held_by_caller && info.holder.is_some_and(|(p, _)| p == pid));
-        assert_eq!(info.stats.acquisitions, 1);
-        assert_eq!(take(&a, &x, bit(40)), Err(AcquireError::Deadlock));
-        assert!(
-            matches!(take(&a, &y, bit(40)), Err(AcquireError::Busy { holder_pid }) if holder_pid == pid)
-        );
-        assert_eq!(a.release(&y, bit(40)), Err(EPERM));
-        a.release(&x, bit(40))?;
-        assert_eq!(a.test(&x, 40)?, (false, false));
-        take(&a, &y, bit(40)).map_err(|_| EINVAL)?;
-        a.release(&y, bit(40))?;
-        assert!(is_fast(&a, 40));
-        assert_eq!(a.query(None, 40)?.stats.acquisitions, 2);
-        Ok(())
-    }
-
-    /// The first waiter moves a lock held on the fast path into the state,
-    /// its holder counted as such; the release that leaves it free with
-    /// nobody waiting gives it back, its counters kept.
-    #[test]
-    fn a_waiter_moves_a_fast_lock_into_the_state_and_back() -> Result {
-        let a = new_arbiter()?;
-        let (x, y) = (owner(&a), owner(&a));
-        take(&a, &x, bit(41)).map_err(|_| EINVAL)?;
-        let w = queue(&a, &y, bit(41))?;
-        assert!(!is_fast(&a, 41));
-        assert_eq!(a.state.lock().held_by(&x), bit(41));
-        assert_eq!(a.query(None, 41)?.stats.acquisitions, 1);
-        a.release(&x, bit(41))?;
-        assert!(grant_of(&a, &w).is_some());
-        assert!(holder_is(&a, 41, &y));
-        assert!(!is_fast(&a, 41));
-        a.release(&y, bit(41))?;
-        assert!(is_fast(&a, 41));
-        assert_eq!(a.query(None, 41)?.stats.acquisitions, 2);
-        Ok(())
-    }
-
-    /// A file that closes holding a lock on the fast path leaves the
-    /// owner-died mark, which keeps the lock in the state until an
-    /// acquisition consumes it.
-    #[test]
-    fn closing_a_fast_holder_marks_its_lock() -> Result {
-        let a = new_arbiter()?;
-        let (x, y) = (owner(&a), owner(&a));
-        take(&a, &x, bit(42)).map_err(|_| EINVAL)?;
-        take(&a, &x, bit(43)).map_err(|_| EINVAL)?;
-        a.release_all(&x);
-        let info = a.query(None, 42)?;
-        assert!(info.holder.is_none() && info.owner_died);
-        assert_eq!(info.stats.owner_died, 1);
-        assert!(!is_fast(&a, 42));
-        let granted = take(&a, &y, bit(42)).map_err(|_| EINVAL)?;
-        assert_eq!(granted.owner_died, bit(42));
-        a.release(&y, bit(42))?;
-        assert!(is_fast(&a, 42));
-        assert!(a.query(None, 43)?.owner_died);
-        Ok(())
-    }
-
-    /// A grant whose caller could not be told gives back the owner-died
-    /// mark it consumed, and the lock stays in the state with it: the next
-    /// acquirer is told.
-    #[test]
-    fn an_undone_grant_gives_its_mark_back() -> Result {
-        let a = new_arbiter()?;
-        let (x, y, z) = (owner(&a), owner(&a), owner(&a));
-        take(&a, &x, bit(47)).map_err(|_| EINVAL)?;
-        a.release_all(&x);
-        let granted = take(&a, &y, bit(47)).map_err(|_| EINVAL)?;
-        assert_eq!(granted.owner_died, bit(47));
-        a.undo(&y, bit(47), granted.owner_died);
-        assert!(!is_fast(&a, 47));
-        let granted = take(&a, &z, bit(47)).map_err(|_| EINVAL)?;
-        assert_eq!(granted.owner_died, bit(47));
-        Ok(())
-    }
-
-    /// Neither a fenced file nor anyone after removal is granted a lock
-    /// on the fast path.
-    #[test]
-    fn the_fast_path_refuses_fenced_files_and_removed_cards() -> Result {
-        let a = new_arbiter()?;
-        let (x, y) = (owner(&a), owner(&a));
-        take(&a, &y, bit(44)).map_err(|_| EINVAL)?;
-        a.fence_all_but(y.id());
-        assert_eq!(take(&a, &x, bit(45)), Err(AcquireError::Gone));
-        assert!(take(&a, &y, bit(45)).is_ok());
-        a.shut_down();
-        assert_eq!(take(&a, &y, bit(46)), Err(AcquireError::Gone));
-        assert_eq!(a.release(&y, bit(45)), Err(ENODEV));
-        assert_eq!(a.test(&y, 45).err(), Some(ENODEV));
-        a.release_all(&y);
-        assert_eq!(a.state.lock().held, 0);
-        Ok(())
-    }
-
     /// The check every command makes without the mutex agrees with the
     /// state it mirrors: a reset refuses the files open before it but the
     /// one that reset the card, a second reset by a later file refuses the
@@ -526,7 +415,15 @@ mod tests {
         let (x, y, z) = (owner(&a), owner(&a), owner(&a));
         take(&a, &x, bit(10)).map_err(|_| EINVAL)?;
         let pid = u32::try_from(kernel::current!().group_leader().pid()).unwrap_or(0);
-        let past = |who: &Owner, mask| a.acquire(who, mask, Wait::Until(0), Reentry::Refuse);
+        let past = |who: &Owner, mask| {
+            a.acquire(
+                who,
+                mask,
+                Requester::current(),
+                Wait::Until(0),
+                Reentry::Refuse,
+            )
+        };
         // Held: ETIMEDOUT with the holder, where a try says EBUSY.
         assert_eq!(
             past(&y, bit(10)),
@@ -565,7 +462,7 @@ mod tests {
         a.release(&j, bit(16))?;
         // LOCK_CTL's try (re-entry waits) and a blocking request, which
         // must not even queue.
-        let ctl = a.acquire(&j, bit(16), Wait::Try, Reentry::Wait);
+        let ctl = a.acquire(&j, bit(16), Requester::current(), Wait::Try, Reentry::Wait);
         assert!(ctl.is_ok());
         a.release(&j, bit(16))?;
         assert_eq!(queue(&a, &j, bit(16)).err(), Some(EINVAL));
@@ -699,7 +596,13 @@ mod tests {
         a.release(&x, bit(30))?;
         assert!(holder_is(&a, 30, &y));
         // The restarted call takes its grant up without sleeping.
-        let restarted = a.acquire(&y, bit(30), Wait::Forever, Reentry::Refuse);
+        let restarted = a.acquire(
+            &y,
+            bit(30),
+            Requester::current(),
+            Wait::Forever,
+            Reentry::Refuse,
+        );
         assert!(restarted.is_ok());
         a.release(&y, bit(30))?;
         assert!(holder_is(&a, 30, &z));
