@@ -296,6 +296,22 @@ mod tests {
         Ok(())
     }
 
+    /// A grant whose caller could not be told gives back the owner-died
+    /// mark it consumed: the next acquirer is told.
+    #[test]
+    fn an_undone_grant_gives_its_mark_back() -> Result {
+        let a = new_arbiter()?;
+        let (x, y, z) = (owner(&a), owner(&a), owner(&a));
+        take(&a, &x, bit(47)).map_err(|_| EINVAL)?;
+        a.release_all(&x);
+        let granted = take(&a, &y, bit(47)).map_err(|_| EINVAL)?;
+        assert_eq!(granted.owner_died, bit(47));
+        a.undo(&y, bit(47), granted.owner_died);
+        let granted = take(&a, &z, bit(47)).map_err(|_| EINVAL)?;
+        assert_eq!(granted.owner_died, bit(47));
+        Ok(())
+    }
+
     /// The check every command makes without the mutex agrees with the
     /// state it mirrors: a reset refuses the files open before it but the
     /// one that reset the card, a second reset by a later file refuses the
