@@ -864,7 +864,12 @@ pub fn poller_gets_its_turn() -> TestResult {
     ensure_free(&a, i)?;
     // Words: 0 poller's grants while both blockers ran; 1 poller's tries;
     // 2+k blocker k's intent (about to block in ACQUIRE); 4+k its pid;
-    // 6+k its "done".
+    // 6+k its "done"; 8 a blocker has taken the lock (from then on it is
+    // never free while both run, so only a kept place can give it to the
+    // poller). The blockers go on past their rounds until the poller has
+    // tried MIN_TRIES times while they ran: a poller that starts late must
+    // still have had its chances.
+    const MIN_TRIES: u64 = 20;
     let shm = Shared::new(4096)?;
     let s = &shm;
     let blocker = |k: usize| {
@@ -874,11 +879,19 @@ pub fn poller_gets_its_turn() -> TestResult {
             link.send("ready")?;
             link.expect("go")?;
             let other = 1 - k;
-            for _ in 0..ROUNDS {
+            let began = Instant::now();
+            let mut round = 0;
+            while round < ROUNDS || s.u64(1).load(SeqCst) < MIN_TRIES {
+                ensure!(
+                    began.elapsed() < PATIENCE,
+                    "the poller never tried {MIN_TRIES} times"
+                );
+                round += 1;
                 s.u64(2 + k).store(1, SeqCst);
                 let (r, _) = acquire(&d, i, 0, 0);
                 s.u64(2 + k).store(0, SeqCst);
                 expect_ok(r, "blocking ACQUIRE")?;
+                s.u64(8).store(1, SeqCst);
                 // Hold until the other blocks in its ACQUIRE (or is done).
                 let start = Instant::now();
                 loop {
@@ -902,10 +915,14 @@ pub fn poller_gets_its_turn() -> TestResult {
     let mut b1 = blocker(1)?;
     b0.expect("ready")?;
     b1.expect("ready")?;
-    let poller = spawn("poller", &[], move |_| {
+    let mut poller = spawn("poller", &[], move |link| {
         let d = open(0)?;
+        link.send("ready")?;
         while s.u64(6).load(SeqCst) == 0 || s.u64(7).load(SeqCst) == 0 {
-            s.u64(1).fetch_add(1, SeqCst);
+            let counted = s.u64(8).load(SeqCst) == 1;
+            if counted {
+                s.u64(1).fetch_add(1, SeqCst);
+            }
             if expect_ok(
                 lock_ctl(&d, i as u8, abi::LOCK_CTL_ACQUIRE),
                 "LOCK_CTL ACQUIRE",
@@ -913,7 +930,7 @@ pub fn poller_gets_its_turn() -> TestResult {
             {
                 // Counted only while both blockers run: then the lock is
                 // never free, and only a kept place can give it.
-                if s.u64(6).load(SeqCst) == 0 && s.u64(7).load(SeqCst) == 0 {
+                if counted && s.u64(6).load(SeqCst) == 0 && s.u64(7).load(SeqCst) == 0 {
                     s.u64(0).fetch_add(1, SeqCst);
                 }
                 let v = expect_ok(
@@ -926,6 +943,7 @@ pub fn poller_gets_its_turn() -> TestResult {
         }
         Ok(())
     })?;
+    poller.expect("ready")?;
     b0.send("go")?;
     b1.send("go")?;
     b0.wait()?;
@@ -933,13 +951,13 @@ pub fn poller_gets_its_turn() -> TestResult {
     poller.wait()?;
     let got = shm.u64(0).load(SeqCst);
     println!(
-        "# figure poller_grants={got} (tries {}, blocking grants {})",
+        "# figure poller_grants={got} (tries {}, blocking grants at least {})",
         shm.u64(1).load(SeqCst),
         2 * ROUNDS
     );
     ensure!(
         got >= 1,
-        "the poller never got the lock in {} tries while two blockers took {} turns",
+        "the poller never got the lock in {} tries while two blockers took at least {} turns",
         shm.u64(1).load(SeqCst),
         2 * ROUNDS
     );
