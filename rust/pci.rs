@@ -51,15 +51,68 @@ pub(crate) fn save_state(pdev: &pci::Device<Bound>) {
     unsafe { bindings::pci_save_state(pci_dev_ptr(pdev)) };
 }
 
+/// A copy of a function's saved configuration space
+/// (`pci_store_saved_state()`), kept by its driver.
+///
+/// The PCI core's own resets (sysfs `reset`, `pci_reset_function()`) save
+/// the state before and restore it after, which uses it up: a copy lets
+/// [`restore_state`] put it back after those too.
+///
+/// # Invariants
+///
+/// `state` came from `pci_store_saved_state()` and is owned by this value.
+pub(crate) struct SavedState {
+    state: core::ptr::NonNull<bindings::pci_saved_state>,
+}
+
+// SAFETY: the copy is plain allocated memory, used by one thread at a time
+// through `&mut` or read through `&`, with no tie to the thread that made it.
+unsafe impl Send for SavedState {}
+// SAFETY: as above; `&SavedState` only lets the PCI core read the copy.
+unsafe impl Sync for SavedState {}
+
+impl SavedState {
+    /// A copy of what `pdev` saved last; `ENODATA` if it saved nothing,
+    /// `ENOMEM` without memory for the copy.
+    pub(crate) fn store(pdev: &pci::Device<Bound>) -> Result<Self> {
+        let raw = pci_dev_ptr(pdev);
+        // SAFETY: `raw` is a valid, bound PCI function; `state_saved` is a
+        // plain bitfield of it.
+        if unsafe { (*raw).state_saved() } == 0 {
+            return Err(ENODATA);
+        }
+        // SAFETY: as above; a saved state exists to copy.
+        let state = unsafe { bindings::pci_store_saved_state(raw) };
+        // INVARIANT: a non-null result is a copy this value now owns.
+        core::ptr::NonNull::new(state)
+            .map(|state| Self { state })
+            .ok_or(ENOMEM)
+    }
+}
+
+impl Drop for SavedState {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariants the copy came from
+        // `pci_store_saved_state()`, which allocates it with `kmalloc`, and
+        // nothing else frees it.
+        unsafe { bindings::kfree(self.state.as_ptr().cast()) };
+    }
+}
+
 /// Puts back the configuration space saved last (`pci_restore_state()`)
-/// and saves it again, as a reset of the function lost it; `false` if none
-/// was saved.
-pub(crate) fn restore_state(pdev: &pci::Device<Bound>) -> bool {
+/// and saves it again, as a reset of the function lost it. If a reset of
+/// the PCI core used the saved state up, `copy` is loaded first; `false`
+/// if that fails.
+pub(crate) fn restore_state(pdev: &pci::Device<Bound>, copy: &SavedState) -> bool {
     let raw = pci_dev_ptr(pdev);
     // SAFETY: `raw` is a valid, bound PCI function; `state_saved` is a
     // plain bitfield of it.
     if unsafe { (*raw).state_saved() } == 0 {
-        return false;
+        // SAFETY: `raw` as above; `copy` is a valid saved state by its
+        // invariants, which loading only reads.
+        if unsafe { bindings::pci_load_saved_state(raw, copy.state.as_ptr()) } != 0 {
+            return false;
+        }
     }
     // SAFETY: as above; a saved state exists.
     unsafe {

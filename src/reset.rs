@@ -5,7 +5,9 @@
 //! - `RESTORE_STATE` (0): puts back the configuration space saved at probe
 //!   (after a reset the card went through by other means) and saves it
 //!   again; fails (`result` 1) if the function does not answer as a
-//!   Tenstorrent card or nothing was saved.
+//!   Tenstorrent card. A reset the PCI core ran (sysfs `reset`) uses the
+//!   saved state up; the driver's copy of it ([`SavedState`]) is put back
+//!   then, where tt-kmd 2.10 fails.
 //! - `RESET_PCIE_LINK` (1): every mapping of the card is zapped (faulted in
 //!   again by the next access), then the link is hot-reset through the
 //!   slot or bus (`pci_reset_bus()`, which saves and restores the
@@ -50,7 +52,8 @@ use crate::{
         pci::{
             reset_bus,
             restore_state,
-            save_state, //
+            save_state,
+            SavedState, //
         },
     },
     tlb::Family,
@@ -102,7 +105,9 @@ const NOP_TIMEOUT: Delta = Delta::from_millis(1);
 /// A card's PCI function, for the commands that reach its configuration
 /// space; gone when the card is unbound.
 pub(crate) struct CardFunction {
-    bound: WhileBound<()>,
+    /// The configuration space as saved at probe, which RESTORE_STATE and
+    /// POST_RESET put back.
+    bound: WhileBound<SavedState>,
     /// A reset of the chip (3-5) was asked for and no POST_RESET followed:
     /// the card is not usable until one does.
     needs_post_reset: AtomicBool,
@@ -112,17 +117,25 @@ impl CardFunction {
     /// The function of bound `pdev`, its configuration space saved.
     pub(crate) fn new(pdev: &pci::Device<Bound>) -> Result<Self> {
         save_state(pdev);
+        let saved = SavedState::store(pdev)?;
         let dev: &Device<Bound> = pdev.as_ref();
         Ok(Self {
-            bound: WhileBound::new(dev, ())?,
+            bound: WhileBound::new(dev, saved)?,
             needs_post_reset: AtomicBool::new(false),
         })
     }
 
     fn with<R>(&self, f: impl FnOnce(&pci::Device<Bound>) -> Result<R>) -> Result<R> {
-        self.bound.with(|dev, ()| {
+        self.with_saved(|pdev, _| f(pdev))
+    }
+
+    fn with_saved<R>(
+        &self,
+        f: impl FnOnce(&pci::Device<Bound>, &SavedState) -> Result<R>,
+    ) -> Result<R> {
+        self.bound.with(|dev, saved| {
             let pdev: &pci::Device<Bound> = dev.try_into()?;
-            f(pdev)
+            f(pdev, saved)
         })
     }
 
@@ -132,9 +145,9 @@ impl CardFunction {
     }
 
     fn restore_state(&self) -> Result<bool> {
-        self.with(|pdev| {
+        self.with_saved(|pdev, saved| {
             let vendor = pdev.config_space().try_read16(0)?;
-            Ok(vendor == VENDOR_TENSTORRENT && restore_state(pdev))
+            Ok(vendor == VENDOR_TENSTORRENT && restore_state(pdev, saved))
         })
     }
 
