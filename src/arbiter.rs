@@ -138,10 +138,10 @@ impl Fence {
     }
 }
 
-/// What every command checks first, readable without the card's mutex:
-/// whether the card is gone and the last reset's [`Fence`]. Written under
-/// the mutex by the two operations that change them, after the state they
-/// mirror.
+/// Whether the card is gone and the last reset's [`Fence`], readable
+/// without the card's mutex (every command checks them first, and page
+/// faults check the fence). Written under the mutex by the two operations
+/// that change them, after the state they mirror.
 ///
 /// A reader racing with a reset may see the fence before or after it, as
 /// it would by taking the mutex just before or just after the reset did;
@@ -170,13 +170,18 @@ impl Refusals {
         self.floor.store(fence.floor, Ordering::Release);
     }
 
-    fn refuses(&self, id: OwnerId) -> bool {
-        if self.gone.load(Ordering::Acquire) {
-            return true;
-        }
+    fn set_gone(&self) {
+        self.gone.store(true, Ordering::Release);
+    }
+
+    fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+
+    fn fence(&self) -> Fence {
         let floor = self.floor.load(Ordering::Acquire);
         let survivor = self.survivor.load(Ordering::Acquire);
-        Fence { floor, survivor }.is_stale(id)
+        Fence { floor, survivor }
     }
 }
 
@@ -490,7 +495,7 @@ impl Arbiter {
 
     /// Whether the card is gone.
     pub(crate) fn is_gone(&self) -> bool {
-        self.state.lock().gone
+        self.refusals.is_gone()
     }
 
     /// Requests every lock of `mask` for `owner`.
@@ -785,14 +790,14 @@ impl Arbiter {
 
     /// Whether file `id` was fenced by a reset.
     pub(crate) fn is_stale(&self, id: OwnerId) -> bool {
-        self.state.lock().fence.is_stale(id)
+        self.refusals.fence().is_stale(id)
     }
 
     /// Whether the commands of file `id` are refused: the card is gone or
     /// a reset fenced the file. Every command asks first, so this takes no
     /// lock ([`Refusals`]).
     pub(crate) fn refuses(&self, id: OwnerId) -> bool {
-        self.refusals.refuses(id)
+        self.is_gone() || self.is_stale(id)
     }
 
     /// The card is going away: every waiter wakes with
@@ -800,7 +805,7 @@ impl Arbiter {
     pub(crate) fn shut_down(&self) {
         let mut state = self.state.lock();
         state.gone = true;
-        self.refusals.gone.store(true, Ordering::Release);
+        self.refusals.set_gone();
         for position in 0..state.queue.len() {
             let Some(waiter) = state.queue.get(position).cloned() else {
                 break;

@@ -329,10 +329,11 @@ mod tests {
         assert!(a.refuses(x.id()) && a.refuses(y.id()));
         assert!(!a.refuses(z.id()));
         for id in [x.id(), y.id(), z.id()] {
-            assert_eq!(a.refuses(id), a.is_stale(id));
+            assert_eq!(a.refuses(id), a.state.lock().fence.is_stale(id));
         }
         a.shut_down();
         assert!(a.refuses(z.id()));
+        assert_eq!(a.is_gone(), a.state.lock().gone);
         Ok(())
     }
 
