@@ -151,6 +151,19 @@ pub fn sysfs_write(path: &str, value: &str) -> TestResult {
     fs::write(path, value).map_err(|e| format!("write {value:?} to {path}: {e}"))
 }
 
+/// Resets PCI function `bdf` through the PCI core (sysfs `reset`) with
+/// `method` (`flr`, `bus`, ...), then gives the kernel back its default
+/// choice of method for later scenarios.
+pub fn sysfs_reset(bdf: &str, method: &str) -> TestResult {
+    sysfs_write(&format!("/sys/bus/pci/devices/{bdf}/reset_method"), method)?;
+    let reset = sysfs_write(&format!("/sys/bus/pci/devices/{bdf}/reset"), "1");
+    sysfs_write(
+        &format!("/sys/bus/pci/devices/{bdf}/reset_method"),
+        "default",
+    )?;
+    reset
+}
+
 /// Whether `bdf` is bound to the `tenstorrent` driver.
 pub fn is_bound(bdf: &str) -> bool {
     fs::symlink_metadata(format!("/sys/bus/pci/drivers/tenstorrent/{bdf}")).is_ok()
@@ -322,7 +335,7 @@ pub fn ensure_free(dev: &Device, index: u32) -> TestResult {
             dev.acquire(index, Wait::Try),
             "ACQUIRE to consume an old owner-died mark",
         )?;
-        ctx(dev.release(1 << index), "RELEASE after consuming the mark")?;
+        ctx(dev.release(bit(index)), "RELEASE after consuming the mark")?;
     }
     Ok(())
 }

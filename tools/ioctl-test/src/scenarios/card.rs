@@ -220,14 +220,7 @@ fn reset_through_sysfs(method: &str, kind: &str) -> TestResult {
             "card {n}: window 7's register reads {:x?} after it was programmed",
             windows.register(7)
         );
-        sysfs_write(&format!("/sys/bus/pci/devices/{bdf}/reset_method"), method)?;
-        let reset = sysfs_write(&format!("/sys/bus/pci/devices/{bdf}/reset"), "1");
-        // Leave the kernel's default choice of method for later tests.
-        sysfs_write(
-            &format!("/sys/bus/pci/devices/{bdf}/reset_method"),
-            "default",
-        )?;
-        reset?;
+        sysfs_reset(&bdf, method)?;
         ensure_eq!(
             resets_seen(n, kind)?,
             before + 1,

@@ -79,13 +79,7 @@ pub fn restore_state_and_post_reset() -> TestResult {
         // A reset the PCI core runs uses the function's saved state up
         // (tt-kmd 2.10's RESTORE_STATE fails after one): the driver puts
         // back its own copy of what probe saved.
-        sysfs_write(&format!("/sys/bus/pci/devices/{bdf}/reset_method"), "bus")?;
-        let core_reset = sysfs_write(&format!("/sys/bus/pci/devices/{bdf}/reset"), "1");
-        sysfs_write(
-            &format!("/sys/bus/pci/devices/{bdf}/reset_method"),
-            "default",
-        )?;
-        core_reset?;
+        sysfs_reset(&bdf, "bus")?;
         // The output rule: cleared, then {8, result}; nothing with size 0.
         let (r, out) = reset(&dev, 0, 64);
         expect_ok(r, "RESTORE_STATE")?;
