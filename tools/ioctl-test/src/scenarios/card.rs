@@ -335,6 +335,13 @@ pub fn tile_memory_through_windows() -> TestResult {
     Ok(())
 }
 
+/// Wormhole's reset unit in BAR0 (tt-kmd 2.10 wormhole.c) and the mailbox
+/// registers in it.
+const WH_RESET_UNIT: usize = 0x1FF3_0000;
+const WH_SCRATCH3: usize = WH_RESET_UNIT + 0x60 + 3 * 4;
+const WH_SCRATCH5: usize = WH_RESET_UNIT + 0x60 + 5 * 4;
+const WH_ARC_MISC_CNTL: usize = WH_RESET_UNIT + 0x100;
+
 /// Wormhole's ARC mailbox through BAR0 as tt-kmd, tt-umd and luwen use it
 /// (tt-kmd 2.10 wormhole.c, tt-umd wormhole_arc_messenger.cpp): arguments
 /// in SCRATCH[3], `0xAA00 | code` in SCRATCH[5], bit 16 of ARC_MISC_CNTL
@@ -342,20 +349,16 @@ pub fn tile_memory_through_windows() -> TestResult {
 /// and the return value in SCRATCH[3]. TEST (0x90) answers its argument
 /// plus one; an unknown code is answered with all ones.
 fn wormhole_arc_message(w: &Windows, code: u32, arg: u32) -> Result<(u32, u32), String> {
-    const RESET_UNIT: usize = 0x1FF3_0000;
-    const SCRATCH3: usize = RESET_UNIT + 0x60 + 3 * 4;
-    const SCRATCH5: usize = RESET_UNIT + 0x60 + 5 * 4;
-    const ARC_MISC_CNTL: usize = RESET_UNIT + 0x100;
     let bar = &w.bar0;
     let misc = wormhole_doorbell_idle(w)?;
-    bar.write32(SCRATCH3, arg);
-    bar.write32(SCRATCH5, 0xAA00 | code);
-    bar.write32(ARC_MISC_CNTL, misc | 1 << 16);
+    bar.write32(WH_SCRATCH3, arg);
+    bar.write32(WH_SCRATCH5, 0xAA00 | code);
+    bar.write32(WH_ARC_MISC_CNTL, misc | 1 << 16);
     let start = std::time::Instant::now();
     loop {
-        let status = bar.read32(SCRATCH5);
+        let status = bar.read32(WH_SCRATCH5);
         if status != 0xAA00 | code {
-            return Ok((status, bar.read32(SCRATCH3)));
+            return Ok((status, bar.read32(WH_SCRATCH3)));
         }
         ensure!(
             start.elapsed() < std::time::Duration::from_secs(5),
@@ -370,10 +373,9 @@ fn wormhole_arc_message(w: &Windows, code: u32, arg: u32) -> Result<(u32, u32), 
 /// firmware lowers it only when it takes the message, so a scenario that
 /// just opened or closed the card can find it still up.
 fn wormhole_doorbell_idle(w: &Windows) -> Result<u32, String> {
-    const ARC_MISC_CNTL: usize = 0x1FF3_0000 + 0x100;
     let start = std::time::Instant::now();
     loop {
-        let misc = w.bar0.read32(ARC_MISC_CNTL);
+        let misc = w.bar0.read32(WH_ARC_MISC_CNTL);
         if misc & (1 << 16) == 0 {
             return Ok(misc);
         }
@@ -516,8 +518,6 @@ pub fn arc_hang_and_resume() -> TestResult {
         return Ok(());
     }
     const TEST: u32 = 0x90;
-    const SCRATCH5: usize = 0x1FF3_0000 + 0x60 + 5 * 4;
-    const SCRATCH3: usize = 0x1FF3_0000 + 0x60 + 3 * 4;
     let wh = Windows::open(0)?;
     let mut control = Control::open(0)?;
     // Hanging the firmware with the open's power message still unserved
@@ -531,9 +531,9 @@ pub fn arc_hang_and_resume() -> TestResult {
         "a hung ARC answered: {hung:?}"
     );
     resumed?;
-    let status = wh.bar0.read32(SCRATCH5);
+    let status = wh.bar0.read32(WH_SCRATCH5);
     ensure_eq!(
-        (status & 0xFFFF, wh.bar0.read32(SCRATCH3)),
+        (status & 0xFFFF, wh.bar0.read32(WH_SCRATCH3)),
         (TEST, 8),
         "the message rung while ARC hung, answered on resume (SCRATCH5 {status:#x})"
     );
