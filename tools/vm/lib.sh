@@ -28,6 +28,25 @@ tt_die() { printf '[tt] error: %s\n' "$*" >&2; exit 1; }
 
 tt_hash() { sha256sum | cut -c1-16; }
 
+# The shell command line (for the VM's /bin/sh -c) that runs a command
+# given as words: one word is a command line already (it may use the VM's
+# variables, pipes and lists); several are a program and its arguments,
+# each quoted so that it reaches the program as given. (Joining the words
+# with spaces, as ssh does, turned `sh -c 'echo A; echo B'` into
+# `sh -c echo A; echo B`: an empty line, and output that was never asked
+# for.)
+tt_command_line() {
+	if [ "$#" -le 1 ]; then
+		printf '%s' "${1:-}"
+		return
+	fi
+	local word sep=
+	for word in "$@"; do
+		printf "%s'%s'" "$sep" "${word//\'/\'\\\'\'}"
+		sep=' '
+	done
+}
+
 tt_buildroot_key() {
 	printf '%s\n%s\n%s\n' "$TT_SUITE" "$TT_BUILDROOT_PACKAGES" "$TT_BUILDROOT_BACKPORTS" | tt_hash
 }
