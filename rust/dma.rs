@@ -116,6 +116,18 @@ unsafe impl Send for DmaPages {}
 // SAFETY: Shared references only read the addresses.
 unsafe impl Sync for DmaPages {}
 
+/// The memory [`DmaPages::alloc`] of `len` bytes takes: `dma_alloc_pages()`
+/// allocates a whole power-of-two block of pages (`get_order()`) unless a
+/// CMA area serves it, so a 3-page buffer takes 4. Limits count this, not
+/// what was asked for.
+pub(crate) fn footprint(len: usize) -> usize {
+    let pages = len.div_ceil(1 << PAGE_SHIFT);
+    pages
+        .checked_next_power_of_two()
+        .unwrap_or(usize::MAX >> PAGE_SHIFT)
+        << PAGE_SHIFT
+}
+
 impl DmaPages {
     /// Allocates `len` bytes (a multiple of the page size) for `dev`.
     /// `ENOMEM` when no such block is available.
@@ -153,6 +165,11 @@ impl DmaPages {
     /// The length in bytes.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// The memory the pages take: [`footprint`] of their length.
+    pub(crate) fn footprint(&self) -> usize {
+        footprint(self.len)
     }
 
     /// The page frame of the page at `offset` bytes, `None` past the end.

@@ -114,6 +114,21 @@ impl Drop for PendingExport {
 /// owned by `owner` until the last reference goes, and reserves a
 /// descriptor (close-on-exec) for it. On error `owner` has been released.
 pub(crate) fn export<T: DmaBufOwner>(phys: u64, size: u64, owner: T) -> Result<PendingExport> {
+    // Everything that can fail before the C side owns `owner` happens
+    // first, and each failure gives `owner` back with `released()`: a
+    // `WindowExport` dropped otherwise would keep its window out of the
+    // pool for good.
+    let (size, slot) = match (usize::try_from(size), KBox::<T>::new_uninit(GFP_KERNEL)) {
+        (Ok(size), Ok(slot)) => (size, slot),
+        (Err(_), _) => {
+            owner.released();
+            return Err(EINVAL);
+        }
+        (_, Err(e)) => {
+            owner.released();
+            return Err(e.into());
+        }
+    };
     let fd = {
         // SAFETY: reserving a descriptor of the calling process.
         let fd = unsafe { tt_dmabuf_reserve_fd() };
@@ -126,26 +141,17 @@ pub(crate) fn export<T: DmaBufOwner>(phys: u64, size: u64, owner: T) -> Result<P
             return Err(e);
         }
     };
-    let owner = match KBox::new(owner, GFP_KERNEL) {
-        Ok(owner) => KBox::into_raw(owner),
-        Err(e) => {
-            // SAFETY: `fd` was reserved above and is not installed.
-            unsafe { tt_dmabuf_abandon_fd(fd) };
-            return Err(e.into());
-        }
-    };
-    let size = usize::try_from(size)?;
+    let owner = KBox::into_raw(KBox::write(slot, owner));
     // SAFETY: `owner` is a boxed `T` that `release::<T>` takes back once;
     // the range is the caller's device memory.
     let dmabuf = unsafe { tt_dmabuf_export(phys, size, owner.cast(), release::<T>) };
-    match from_err_ptr(dmabuf) {
-        Ok(dmabuf) => {
-            let dmabuf = NonNull::new(dmabuf).ok_or(ENOMEM)?;
-            // INVARIANT: the export's reference and the reserved descriptor.
-            Ok(PendingExport { dmabuf, fd })
-        }
+    match from_err_ptr(dmabuf).and_then(|dmabuf| NonNull::new(dmabuf).ok_or(ENOMEM)) {
+        // INVARIANT: the export's reference and the reserved descriptor.
+        Ok(dmabuf) => Ok(PendingExport { dmabuf, fd }),
         Err(e) => {
-            // SAFETY: the export failed, so the box is still ours.
+            // SAFETY: the export failed (`tt_dmabuf_export` returns an
+            // error pointer, never NULL, when it does not take `owner`), so
+            // the box is still ours.
             let owner = unsafe { KBox::from_raw(owner) };
             KBox::into_inner(owner).released();
             // SAFETY: `fd` is reserved and not installed.

@@ -36,6 +36,7 @@ use kernel::{
         c_ulong, //
     },
     mm::virt::{
+        flags,
         VmaNew,
         VmaRef, //
     },
@@ -70,8 +71,26 @@ pub(crate) enum Caching {
 /// Makes `vma` a mapping of device memory whose pages the fault handler
 /// inserts: `VM_IO | VM_PFNMAP | VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP`
 /// (not copied into a child on fork, never grown by `mremap`, never in a
-/// core dump) with the page protection of `caching`.
-pub(crate) fn set_io_pfnmap(vma: &VmaNew, caching: Caching) {
+/// core dump) with the page protection of `caching`, never executable.
+///
+/// Refuses, before changing anything:
+/// - a private mapping (`EINVAL`, as vfio-pci answers): a private
+///   `VM_PFNMAP` VMA that may be written is copy-on-write, and inserting a
+///   PFN into one is a `BUG()` in `vmf_insert_pfn_prot()`. A shared mapping
+///   of a file opened read-only has `VM_MAYSHARE` without `VM_SHARED` and
+///   cannot be made writable: it is not copy-on-write and is allowed;
+/// - an executable one (`EPERM`, as for a `noexec` mount): an instruction
+///   fetch from card memory, even a speculative one through a
+///   write-combined mapping, is a read with side effects on the card.
+///   `VM_MAYEXEC` is cleared, so `mprotect(PROT_EXEC)` fails with `EACCES`.
+pub(crate) fn set_io_pfnmap(vma: &VmaNew, caching: Caching) -> Result {
+    if vma.flags() & flags::MAYSHARE == 0 {
+        return Err(EINVAL);
+    }
+    if vma.executable() {
+        return Err(EPERM);
+    }
+    vma.try_clear_mayexec()?;
     // The values of `enum tt_caching` in rust/mm_glue.c.
     let caching = match caching {
         Caching::Uncached => 0,
@@ -81,6 +100,7 @@ pub(crate) fn set_io_pfnmap(vma: &VmaNew, caching: Caching) {
     // SAFETY: `vma` is a VMA being set up by an `mmap` callback, whose flags
     // and protection may be changed (that is what `VmaNew` stands for).
     unsafe { tt_vma_set_io_pfnmap(vma.as_ptr().cast(), caching) };
+    Ok(())
 }
 
 /// Tags a VMA made by [`set_io_pfnmap`] with a number its faults can read
@@ -261,7 +281,9 @@ impl VmFault {
 
     fn insert_pfn(&self, pfn: c_ulong) -> FaultResult {
         // SAFETY: by the type invariants `vmf` and its VMA are valid, and
-        // the fault handler may insert into its VMA, a VM_PFNMAP one.
+        // the fault handler may insert into its VMA, a VM_PFNMAP one that
+        // is not copy-on-write (`set_io_pfnmap` refuses private VMAs, and
+        // no later change of the VMA can make a shared one private).
         let ret = unsafe {
             let fault = &self.vmf.as_ref().__bindgen_anon_1;
             let vma = fault.vma;

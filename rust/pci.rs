@@ -43,6 +43,45 @@ fn pci_dev_ptr<Ctx: device::DeviceContext>(pdev: &pci::Device<Ctx>) -> *mut bind
     unsafe { kernel::container_of!(dev, bindings::pci_dev, dev) }
 }
 
+/// A PCI function enabled for memory access and bus mastering by its
+/// driver's probe, disabled again (`pci_disable_device()`, which also
+/// clears Bus Master Enable) when this is dropped: at unbind, after the
+/// driver quiesced the device and before devres frees the memory it could
+/// reach, or at once if probe fails later on.
+///
+/// Linux 7.3's `kernel::pci::Device` has `enable_device_mem` and
+/// `set_master` but nothing that undoes them (no `clear_master`, no
+/// `disable_device`, no managed `pcim_enable_device`); a managed enable in
+/// the `kernel` crate would remove this type.
+///
+/// # Invariants
+///
+/// `pdev` was enabled by [`EnabledDevice::new`] and is disabled only by
+/// [`Drop`], once.
+pub(crate) struct EnabledDevice<'a> {
+    pdev: &'a pci::Device<Bound>,
+}
+
+impl<'a> EnabledDevice<'a> {
+    /// Enables `pdev`'s memory resources and bus mastering.
+    pub(crate) fn new(pdev: &'a pci::Device<device::Core<'_>>) -> Result<Self> {
+        pdev.enable_device_mem()?;
+        pdev.set_master();
+        // INVARIANT: enabled just now.
+        Ok(Self { pdev })
+    }
+}
+
+impl Drop for EnabledDevice<'_> {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariants `pdev` is a bound function this
+        // value enabled and has not disabled: the enable count stays
+        // balanced. The driver core holds the device lock across unbind,
+        // as it does for probe.
+        unsafe { bindings::pci_disable_device(pci_dev_ptr(self.pdev)) };
+    }
+}
+
 /// Saves `pdev`'s configuration space (`pci_save_state()`), to be put back
 /// with [`restore_state`] after the function went through a reset.
 pub(crate) fn save_state(pdev: &pci::Device<Bound>) {

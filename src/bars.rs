@@ -45,16 +45,21 @@ pub(crate) struct Bars {
 impl Bars {
     /// Requests BAR0, 2 and 4 of `pdev`, those it has, and maps the byte
     /// range `parts[n]` of RESOURCE`n` (clipped to the BAR; an empty one
-    /// maps nothing).
+    /// maps nothing). A BAR that cannot be requested (another driver holds
+    /// it) is absent, for the kernel and for userspace's mmap alike.
     pub(crate) fn map(pdev: &pci::Device<Bound>, parts: [Range<usize>; 3]) -> Self {
         let mut mapped = [None, None, None];
-        for (slot, (bar, part)) in mapped.iter_mut().zip(RESOURCE_BARS.into_iter().zip(parts)) {
+        let mut ranges = [None, None, None];
+        let slots = mapped.iter_mut().zip(ranges.iter_mut());
+        for ((slot, range), (bar, part)) in slots.zip(RESOURCE_BARS.into_iter().zip(parts)) {
             let Ok(part) = BarPart::new(pdev, bar, part, c"tenstorrent") else {
                 continue;
             };
             *slot = Devres::new(pdev.as_ref(), part).ok();
+            if slot.is_some() {
+                *range = IoRange::of_bar(pdev, bar);
+            }
         }
-        let ranges = RESOURCE_BARS.map(|bar| IoRange::of_bar(pdev, bar));
         Self { mapped, ranges }
     }
 

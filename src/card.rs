@@ -166,6 +166,10 @@ impl Card {
         // card goes before its BARs are released, the importers' too.
         self.memory.revoke_all();
         self.exports.revoke_all();
+        // While the BARs are still mapped: the function stops mastering the
+        // bus next (`EnabledDevice`, src/driver.rs), then devres frees the
+        // buffers the regions reached.
+        self.dma.quiesce(&self.memory);
     }
 
     /// Records that the calling process opened the file `owner`.

@@ -36,6 +36,7 @@ use crate::{
     rust_ext::{
         bound::WhileBound,
         dma::{
+            footprint,
             DmaPages,
             PeerMapping,
             PinnedRange, //
@@ -138,6 +139,12 @@ struct DmaState {
     /// Other cards' BARs mapped for this card (MAP_PEER_BAR).
     peers: KVec<Peer>,
     regions: [Option<Region>; REGIONS],
+    /// The last reset's fence: its files get no new buffer or pin, which a
+    /// reset would not disable or give back (see [`CardDma::fence`]).
+    fence: Fence,
+    /// The card is being unbound: its outbound regions are disabled and no
+    /// buffer or pin is added (see [`CardDma::quiesce`]).
+    quiesced: bool,
 }
 
 /// A buffer (by index) or a pin (by user address).
@@ -161,7 +168,6 @@ pub(crate) struct DmaEntry {
 struct Freed {
     buffers: KVec<Buffer>,
     pins: KVec<Pin>,
-    peers: KVec<Peer>,
 }
 
 /// What ALLOCATE_DMA_BUF and PIN_PAGES report.
@@ -217,6 +223,8 @@ impl CardDma {
                 pins: KVec::new(),
                 peers: KVec::new(),
                 regions: [None; REGIONS],
+                fence: Fence::default(),
+                quiesced: false,
             };
             Some(WhileBound::new(dev, state)?)
         } else {
@@ -295,12 +303,17 @@ impl CardDma {
         }
         let mut freed = Freed::default();
         let result = self.with(|dev, state| {
+            state.admits(owner)?;
             if state.buffer(owner, index).is_some() {
                 return Err(EINVAL);
             }
-            let held: usize = state.buffers.iter().map(|b| b.memory.pages().len()).sum();
+            let held: usize = state
+                .buffers
+                .iter()
+                .map(|b| b.memory.pages().footprint())
+                .sum();
             let limit = self.limits.buffer_bytes;
-            if limit != 0 && held.saturating_add(size) > limit {
+            if limit != 0 && held.saturating_add(footprint(size)) > limit {
                 return Err(ENOMEM);
             }
             state.buffers.reserve(1, GFP_KERNEL)?;
@@ -363,8 +376,7 @@ impl CardDma {
             if len == 0 || within.checked_add(len).is_none_or(|end| end > size) {
                 return Err(EINVAL);
             }
-            set_io_pfnmap(vma, Caching::Cached);
-            Ok(())
+            set_io_pfnmap(vma, Caching::Cached)
         })
     }
 
@@ -422,7 +434,9 @@ impl CardDma {
         let result = self.with(|dev, state| {
             let pinned: usize = state.pins.iter().map(|p| p.range.count()).sum();
             let limit = self.limits.pinned_pages;
-            let result = if limit != 0 && pinned.saturating_add(request.count) > limit {
+            let result = if let Err(e) = state.admits(owner) {
+                Err(e)
+            } else if limit != 0 && pinned.saturating_add(request.count) > limit {
                 Err(ENOMEM)
             } else {
                 state.add_pin(dev, self, memory, &request, &mut range)
@@ -474,78 +488,108 @@ impl CardDma {
         result
     }
 
-    /// The file `owner` is closed: its buffers and pins go.
+    /// The file `owner` is closed: its buffers, pins and peer mappings go.
+    ///
+    /// In rounds of a few, taken off under the mutex into arrays on the
+    /// stack and dropped after it (unpinning takes `mmap_lock`, which
+    /// faults hold around the mutex): nothing is allocated, so a close
+    /// under memory pressure still frees everything.
     pub(crate) fn release(&self, memory: &CardMemory, owner: OwnerId) {
-        let mut freed = Freed::default();
-        // ENODEV once unbound: unbinding freed everything.
-        let _ = self.with(|_, state| {
-            freed.buffers.reserve(state.buffers.len(), GFP_KERNEL)?;
-            freed.pins.reserve(state.pins.len(), GFP_KERNEL)?;
-            let mut position = 0;
-            while position < state.buffers.len() {
-                if state.buffers[position].owner == owner {
+        const ROUND: usize = 4;
+        loop {
+            let mut buffers: [Option<Buffer>; ROUND] = Default::default();
+            let mut pins: [Option<Pin>; ROUND] = Default::default();
+            let mut peers: [Option<Peer>; ROUND] = Default::default();
+            // ENODEV once unbound: unbinding freed everything.
+            let more = self.with(|_, state| {
+                for slot in buffers.iter_mut() {
+                    let Some(position) = state.buffers.iter().position(|b| b.owner == owner) else {
+                        break;
+                    };
                     let buffer = state.buffers.remove(position)?;
                     state.unmap_noc(self.family, memory, buffer.noc);
-                    freed.buffers.push(buffer, GFP_KERNEL)?;
-                } else {
-                    position += 1;
+                    *slot = Some(buffer);
                 }
-            }
-            freed.peers.reserve(state.peers.len(), GFP_KERNEL)?;
-            let mut position = 0;
-            while position < state.peers.len() {
-                if state.peers[position].owner == owner {
-                    let peer = state.peers.remove(position)?;
-                    freed.peers.push(peer, GFP_KERNEL)?;
-                } else {
-                    position += 1;
-                }
-            }
-            let mut position = 0;
-            while position < state.pins.len() {
-                if state.pins[position].owner == owner {
+                for slot in pins.iter_mut() {
+                    let Some(position) = state.pins.iter().position(|p| p.owner == owner) else {
+                        break;
+                    };
                     let mut pin = state.pins.remove(position)?;
                     state.unmap_noc(self.family, memory, pin.noc);
                     pin.range.unmap();
-                    freed.pins.push(pin, GFP_KERNEL)?;
-                } else {
-                    position += 1;
+                    *slot = Some(pin);
                 }
+                for slot in peers.iter_mut() {
+                    let Some(position) = state.peers.iter().position(|p| p.owner == owner) else {
+                        break;
+                    };
+                    *slot = Some(state.peers.remove(position)?);
+                }
+                Ok(state.buffers.iter().any(|b| b.owner == owner)
+                    || state.pins.iter().any(|p| p.owner == owner)
+                    || state.peers.iter().any(|p| p.owner == owner))
+            });
+            drop((buffers, pins, peers));
+            if !matches!(more, Ok(true)) {
+                break;
             }
-            Ok(())
-        });
-        drop(freed);
+        }
     }
 
     /// The card is being reset (src/reset.rs): the outbound regions of the
-    /// fenced files' buffers and pins go back to the card (their NOC
-    /// addresses mean nothing any more), without touching the chip, whose
-    /// reset may have cleared them (tt-kmd 2.10 does the same). The buffers
-    /// and pins themselves stay theirs until they close.
-    pub(crate) fn fence(&self, fence: Fence) {
+    /// fenced files' buffers and pins are disabled and go back to the card
+    /// (their NOC addresses mean nothing any more). Disabled here, not left
+    /// to the reset: a Wormhole's CONFIG_WRITE does not reset the chip, and
+    /// a region left enabled would still reach a buffer after its file
+    /// closes and frees it (tt-kmd 2.10 leaves it so). The buffers and pins
+    /// themselves stay theirs until they close, as in tt-kmd; a command of
+    /// a fenced file that passed its check before the fence and completes
+    /// after it adds nothing (`ENODEV`).
+    pub(crate) fn fence(&self, memory: &CardMemory, fence: Fence) {
         let _ = self.with(|_, state| {
-            let DmaState {
-                buffers,
-                pins,
-                regions,
-                ..
-            } = state;
-            let buffer_windows = buffers
-                .iter_mut()
-                .filter(|b| fence.is_stale(b.owner))
-                .map(|b| &mut b.noc);
-            let pin_windows = pins
-                .iter_mut()
-                .filter(|p| fence.is_stale(p.owner))
-                .map(|p| &mut p.noc);
-            let windows = Iterator::chain(buffer_windows, pin_windows);
-            for window in windows {
-                if let Some(window) = window.take() {
-                    regions[window.slot] = None;
+            state.fence = fence;
+            for i in 0..state.buffers.len() {
+                if fence.is_stale(state.buffers[i].owner) {
+                    let window = state.buffers[i].noc.take();
+                    state.unmap_noc(self.family, memory, window);
+                }
+            }
+            for i in 0..state.pins.len() {
+                if fence.is_stale(state.pins[i].owner) {
+                    let window = state.pins[i].noc.take();
+                    state.unmap_noc(self.family, memory, window);
                 }
             }
             Ok(())
         });
+    }
+
+    /// The card is being unbound: every outbound region is disabled in the
+    /// chip and no buffer or pin gets one again, so that the card's NOC
+    /// reaches no host memory once its function stops mastering the bus
+    /// and devres frees the buffers (in that order: src/driver.rs).
+    pub(crate) fn quiesce(&self, memory: &CardMemory) {
+        let _ = self.with(|_, state| {
+            state.quiesced = true;
+            for buffer in state.buffers.iter_mut() {
+                buffer.noc = None;
+            }
+            for pin in state.pins.iter_mut() {
+                pin.noc = None;
+            }
+            state.regions = [None; REGIONS];
+            disable_every_region(self.family, memory);
+            Ok(())
+        });
+    }
+
+    /// Disables every outbound region in the chip, whoever enabled it (a
+    /// driver bound before, tt-kmd or this one): at probe, before a file
+    /// can have one, a region is in use only if this binding enabled it.
+    pub(crate) fn disable_stale_regions(&self, memory: &CardMemory) {
+        if self.is_capable() {
+            disable_every_region(self.family, memory);
+        }
     }
 
     /// MAP_PEER_BAR: maps `len` bytes of `range` (another card's BAR) from
@@ -590,7 +634,7 @@ impl CardDma {
             let mut usage = DmaUsage::default();
             for b in state.buffers.iter().filter(|b| mine(b.owner)) {
                 usage.buffers += 1;
-                usage.buffer_bytes += b.memory.pages().len();
+                usage.buffer_bytes += b.memory.pages().footprint();
                 usage.regions += usize::from(b.noc.is_some());
             }
             for p in state.pins.iter().filter(|p| mine(p.owner)) {
@@ -640,6 +684,15 @@ impl DmaState {
     }
 
     /// Makes the pinned `range` (taken on success) a pin of `r`.
+    /// `ENODEV` if `owner` may not add a buffer or pin: the card is being
+    /// unbound, or a reset fenced the file.
+    fn admits(&self, owner: OwnerId) -> Result {
+        if self.quiesced || self.fence.is_stale(owner) {
+            return Err(ENODEV);
+        }
+        Ok(())
+    }
+
     fn add_pin(
         &mut self,
         dev: &Device<Bound>,
@@ -732,5 +785,15 @@ impl DmaState {
             let _ = memory.write_bar2(&writes[..n]);
         }
         self.regions[window.slot] = None;
+    }
+}
+
+/// Writes "disabled" into every outbound region of the chip. Best effort:
+/// nothing is left to disable once the card is gone (`ENODEV`).
+fn disable_every_region(family: Family, memory: &CardMemory) {
+    for slot in 0..REGIONS {
+        if let Some((writes, n)) = iatu::encode(family, slot, None) {
+            let _ = memory.write_bar2(&writes[..n]);
+        }
     }
 }

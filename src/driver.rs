@@ -25,7 +25,10 @@ use crate::{
         chrdev::CharDevice,
         dma::set_dma_mask,
         hwmon::Registration,
-        pci::vendor, //
+        pci::{
+            vendor,
+            EnabledDevice, //
+        }, //
     }, //
     sysfs::CARD_GROUPS,
     tlb::{
@@ -62,8 +65,10 @@ kernel::pci_device_table!(
 );
 
 /// A bound card. Dropping it (unbind, removal, module unload) wakes every
-/// waiter with `ENODEV`, removes the node, then frees the ordinal; files
-/// still open keep the [`Card`] until they are closed.
+/// waiter with `ENODEV`, disables the card's outbound regions, removes the
+/// node, disables the function (no more bus mastering), then frees the
+/// ordinal; devres frees the DMA buffers after that. Files still open keep
+/// the [`Card`] until they are closed.
 pub(crate) struct BoundCard<'bound> {
     // Fields drop in declaration order; the ordinal goes last.
     /// The card's sensors (src/telemetry.rs).
@@ -75,6 +80,9 @@ pub(crate) struct BoundCard<'bound> {
     /// tt-kmd's own tests, expect MSI enabled on a bound card). No
     /// handler yet: nothing of the card interrupts the driver.
     _irq: Option<pci::IrqVectorRegistration<'bound>>,
+    /// Dropped after `drop` quiesced the card's DMA and before devres frees
+    /// its buffers: the function stops mastering the bus in between.
+    _enabled: EnabledDevice<'bound>,
     ordinal: Ordinal,
 }
 
@@ -167,8 +175,7 @@ impl pci::Driver for TenstorrentDriver {
             pdev.resource_len(4).unwrap_or(0),
             crate::module_parameters::emulated_tlb_layout.value(),
         );
-        pdev.enable_device_mem()?;
-        pdev.set_master();
+        let enabled = EnabledDevice::new(pdev)?;
         // The addresses the chip reaches host memory at without an outbound
         // region (tt-kmd 2.10: 32 bits on Wormhole, 58 on Blackhole).
         let dma_bits = match layout.family {
@@ -223,6 +230,8 @@ impl pci::Driver for TenstorrentDriver {
             )?,
             GFP_KERNEL,
         )?;
+        // No file has a region yet: any enabled one is an earlier driver's.
+        card.dma.disable_stale_regions(&card.memory);
         // Idle until a file votes for more (tt-kmd 2.10 does the same).
         if let Err(e) = card.power.probe(&card.firmware()) {
             dev_warn!(pdev, "power state not sent ({:?})\n", e);
@@ -264,6 +273,7 @@ impl pci::Driver for TenstorrentDriver {
             _debugfs: debugfs,
             node,
             _irq: irq,
+            _enabled: enabled,
             ordinal,
         })
     }

@@ -123,6 +123,13 @@ impl Card {
         let id = request.tlb_id as usize;
         let layout = self.tlb.layout();
         let place = window_place(layout, id).ok_or(EINVAL)?;
+        // Resets are refused while an export lives (src/reset.rs) and check
+        // that under this mutex: an export waits for a reset in progress
+        // instead of slipping in under it, then sees the reset's fence.
+        let _no_reset = self.resetting.lock();
+        if self.refuses(owner) {
+            return Err(ENODEV);
+        }
         if !self.tlb.holds(owner, id) {
             return Err(EPERM);
         }
@@ -159,10 +166,21 @@ impl Card {
                 serial,
             },
         )?;
-        self.exports
-            .live
-            .lock()
-            .push((serial, pending.dmabuf()), GFP_KERNEL)?;
+        // Unbind marks the card gone before it revokes the listed exports
+        // under this mutex: an export listed after that would never be
+        // revoked, so it fails instead.
+        let listed = {
+            let mut live = self.exports.live.lock();
+            if self.is_gone() {
+                Err(ENODEV)
+            } else {
+                live.push((serial, pending.dmabuf()), GFP_KERNEL)
+                    .map_err(Error::from)
+            }
+        };
+        // On failure `pending` gives the window back as it drops, after the
+        // mutex is released: its release takes it.
+        listed?;
         Ok(pending)
     }
 }

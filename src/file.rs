@@ -260,13 +260,12 @@ impl FileOperations for Card {
             return open.card.dma.fault(open.owner.id(), fault);
         }
         // A reset zapped the mappings of the files it fenced: theirs stay
-        // gone (DMA buffers stay theirs until close, as in tt-kmd).
-        if open.card.is_fenced(open.owner.id()) {
-            return FaultResult::SIGBUS;
-        }
+        // gone (DMA buffers stay theirs until close, as in tt-kmd). The
+        // check is made where the page is inserted, ordered with the fence.
+        let owner = open.owner.id();
         open.card
             .memory
-            .fault(&open.card.tlb, open.owner.id(), fault)
+            .fault(&open.card.tlb, owner, fault, || open.card.is_fenced(owner))
     }
 }
 

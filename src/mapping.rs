@@ -26,13 +26,16 @@
 //!   window not held and gets `SIGBUS`), and the mutex is never held while
 //!   zapping, so there is no lock cycle with `mmap_lock` (faults take the
 //!   mutex under it; the zap takes neither);
-//! - a BAR's fault holds [`CardMemory`]'s `live` mutex; unbind clears it,
-//!   then zaps every mapping of the card before the BARs are released.
+//! - a BAR's fault holds [`CardMemory`]'s `live` mutex while it checks
+//!   that its file is not fenced and inserts the page; unbind clears
+//!   `live`, then zaps every mapping of the card before the BARs are
+//!   released, and a fencing reset sets its fence under the same mutex
+//!   ([`CardMemory::excluding_faults`]) before it zaps: a fault that
+//!   passed the check inserts before the zap, which removes its page.
 //!
-//! FREE_TLB of a window that is still mapped revokes its mappings and
-//! succeeds (tt-kmd 2.10 answers `EBUSY`): the window is the file's to give
-//! back, like a lock, and the next access through the old mapping gets
-//! `SIGBUS`, whatever process made it.
+//! FREE_TLB of a window that is still mapped is `EBUSY`, as tt-kmd 2.10
+//! answers; a window freed by a reset or at close has its mappings revoked,
+//! and the next access through one gets `SIGBUS`, whatever process made it.
 //!
 //! Memory types: on x86 a physical page has one memory type at a time
 //! (PAT), and a page inserted at fault time gets the type reserved for its
@@ -395,8 +398,7 @@ impl CardMemory {
         if !*self.live.lock() {
             return Err(ENODEV);
         }
-        set_io_pfnmap(vma, caching);
-        Ok(())
+        set_io_pfnmap(vma, caching)
     }
 
     /// Sets `vma` up for `window`, whose holder the caller checked and
@@ -411,6 +413,9 @@ impl CardMemory {
         window: WindowPlace,
     ) -> Result {
         let id = window.id;
+        // First, so that a VMA it refuses (a private one, say) leaves the
+        // window's memory type as it was.
+        self.mmap(vma, caching)?;
         {
             let mut states = self.window_caching.lock();
             let state = states.get_mut(id).ok_or(EINVAL)?;
@@ -428,7 +433,6 @@ impl CardMemory {
                 _ => return Err(EBUSY),
             }
         }
-        self.mmap(vma, caching)?;
         set_tag(vma, self.revocation_count(id));
         self.count_vma(id, self.revocation_count(id), true);
         Ok(())
@@ -520,13 +524,28 @@ impl CardMemory {
             .is_some_and(|state| state.load(Ordering::Acquire) as u32 != 0)
     }
 
-    /// Faults in the page at `fault`'s offset for the file `owner`.
-    pub(crate) fn fault(&self, tlb: &TlbPool, owner: OwnerId, fault: &VmFault) -> FaultResult {
+    /// Runs `f` (a reset setting its fence) with no BAR fault in progress:
+    /// a fault that checked [`CardMemory::fault`]'s `fenced` before `f`
+    /// has inserted its page, which the zap after `f` removes.
+    pub(crate) fn excluding_faults<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _live = self.live.lock();
+        f()
+    }
+
+    /// Faults in the page at `fault`'s offset for the file `owner`, unless
+    /// `fenced` says a reset fenced it (`SIGBUS`).
+    pub(crate) fn fault(
+        &self,
+        tlb: &TlbPool,
+        owner: OwnerId,
+        fault: &VmFault,
+        fenced: impl FnOnce() -> bool,
+    ) -> FaultResult {
         match decode_page(tlb.layout(), fault.offset()) {
             Some(Page::Bar { resource, offset }) => {
                 let live = self.live.lock();
                 match self.bars.range(resource) {
-                    Some(range) if *live => fault.insert(range, offset),
+                    Some(range) if *live && !fenced() => fault.insert(range, offset),
                     _ => FaultResult::SIGBUS,
                 }
             }
@@ -539,7 +558,9 @@ impl CardMemory {
                     return FaultResult::SIGBUS;
                 };
                 // The count only changes while the window is not held, and
-                // `with_held` holds the pool's mutex: it is stable here.
+                // `with_held` holds the pool's mutex: it is stable here. A
+                // fenced file holds no window: a reset frees them under
+                // that mutex before it zaps.
                 tlb.with_held(owner, id, || {
                     if fault.tag() == self.revocation_count(id) {
                         fault.insert(range, offset)

@@ -291,10 +291,13 @@ impl Card {
     /// locks stay held until they close; their DMA buffers and pinned
     /// pages stay until then too, as in tt-kmd.
     fn fence_all_but(&self, survivor: OwnerId) {
-        let fence = self.arbiter.fence_all_but(survivor);
+        // No BAR fault of a fenced file inserts a page after the zap below.
+        let fence = self
+            .memory
+            .excluding_faults(|| self.arbiter.fence_all_but(survivor));
         self.tlb.fence(fence, &|id| self.revoke_freed_window(id));
         self.power.fence(fence);
-        self.dma.fence(fence);
+        self.dma.fence(&self.memory, fence);
         self.memory.zap_all();
     }
 

@@ -188,7 +188,9 @@ struct tenstorrent_lock_ctl {
  * TLB_ALLOCATE). It has no output_size_bytes: the kernel always writes the
  * 32 bytes of `out`, and frees the window if that write fails (EFAULT).
  * `in.reserved` is not checked. FREE_TLB: EINVAL for an id >= 256, EPERM
- * for a window this file does not hold. Windows are freed on last close.
+ * for a window this file does not hold, EBUSY while a mapping of it made
+ * since it was taken exists (as tt-kmd 2.10). Windows are freed on last
+ * close.
  */
 #define TENSTORRENT_TLB_MAX_WINDOWS	256
 #define TENSTORRENT_MMAP_OFFSET_TLB_UC	(6ULL << 36)	/* + window's BAR offset */
@@ -234,11 +236,14 @@ struct tenstorrent_free_tlb {
  * the mmap_offset_uc/wc ALLOCATE_TLB or TLB_ALLOCATE gave: from the
  * window's start, no longer than the window (EINVAL otherwise), only by
  * the file that holds it (EPERM otherwise; the kernel's own window
- * included). Mappings are VM_IO | VM_PFNMAP, not copied by fork, not
- * expanded by mremap. When a window is freed (FREE_TLB, even while mapped,
- * or last close) or the card is unbound, every mapping of it in every
- * process is revoked before anyone else gets it: the next access gets
- * SIGBUS. A freed window is reset to NOC address 0 of tile (0, 0).
+ * included). Mappings are VM_IO | VM_PFNMAP, shared only (MAP_PRIVATE is
+ * EINVAL, as vfio-pci answers), never executable (PROT_EXEC is EPERM,
+ * mprotect(PROT_EXEC) EACCES), not copied by fork (MADV_DOFORK is EINVAL),
+ * not expanded by mremap (EFAULT), not reachable through /proc/PID/mem or
+ * ptrace (EIO). When a window is freed (last close, or a reset that fences
+ * its file) or the card is unbound, every mapping of it in every process
+ * is revoked before anyone else gets it: the next access gets SIGBUS. A
+ * freed window is reset to NOC address 0 of tile (0, 0).
  */
 #define TENSTORRENT_MAPPING_UNUSED		0
 #define TENSTORRENT_MAPPING_RESOURCE0_UC	1

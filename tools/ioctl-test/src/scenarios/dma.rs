@@ -581,13 +581,13 @@ pub fn unbind_frees_buffers_and_pins() -> TestResult {
         let out = expect_ok(allocate(&dev, 3, PAGE as u32, 2), "NOC_DMA buffer")?;
         let map = ctx(Mmio::new(&dev, out.mapping_offset, PAGE), "mmap")?;
         map.write32(0, 1);
-        link.send("mapped")?;
+        link.send(&format!("{:#x}", out.noc_address))?;
         ensure_eq!(link.recv()?, "touch", "command");
         let _ = map.read32(0);
         link.send("survived")?;
         Ok(())
     })?;
-    mapper.expect("mapped")?;
+    let noc_address = mapper.recv()?;
     let mut pinner = spawn("pinner", &[], move |link| {
         let dev = open(n)?;
         let anon = Anon::new(1)?;
@@ -616,7 +616,11 @@ pub fn unbind_frees_buffers_and_pins() -> TestResult {
         "before unbind",
     )?;
     sysfs_write("/sys/bus/pci/drivers/tenstorrent/unbind", &bdf)?;
-    let mut outcome = Ok(());
+    // Before anything was freed the card was quiesced: its regions are
+    // disabled and it masters the bus no more, so its NOC reaches none of
+    // the freed memory (seen failing before unbind did either: the region
+    // stayed enabled and the chip read the freed buffer).
+    let mut outcome = quiesced_after_unbind(n, &noc_address);
     mapper.send("touch")?;
     let status = mapper.status()?;
     if !died_of(status, libc::SIGBUS) {
@@ -638,6 +642,43 @@ pub fn unbind_frees_buffers_and_pins() -> TestResult {
         &["buffers=0", "pins=0", "outbound_regions=0/16"],
         "after rebind",
     )
+}
+
+/// Fails unless every outbound iATU region of card `n` is disabled, read
+/// from BAR2 through the PCI resource file (the chip's own view; tt-kmd
+/// 2.10 `configure_outbound_atu`: region r's REGION_CTRL_2 at BAR2
+/// `base + 0x200 r + 0x04`, REGION_EN bit 31).
+fn expect_regions_disabled(n: u32, when: &str) -> TestResult {
+    let base = if n == 0 { 0x1200 } else { 0x1000 };
+    let bar2 = Mmio::bar(&bdf(n as usize)?, 2, 0x4000)?;
+    for region in 0..16 {
+        let ctrl2 = bar2.read32(base + 0x200 * region + 0x04);
+        ensure!(
+            ctrl2 & 1 << 31 == 0,
+            "card {n} {when}: outbound region {region} enabled (REGION_CTRL_2 {ctrl2:#x})"
+        );
+    }
+    Ok(())
+}
+
+/// What `unbind_frees_buffers_and_pins` checks of the unbound card `n`:
+/// its function does not master the bus, its outbound regions are
+/// disabled, and its NOC's read of `noc_address` (a freed buffer's) fails.
+fn quiesced_after_unbind(n: u32, noc_address: &str) -> TestResult {
+    let mut ctl = Control::open(n as usize)?;
+    let status = ctl.command("status")?;
+    ensure!(
+        status.split_whitespace().any(|w| w == "bus-master=no"),
+        "card {n} after unbind: {status}"
+    );
+    expect_regions_disabled(n, "after unbind")?;
+    let (x, y) = pcie_tile(n);
+    ensure_eq!(
+        ctl.command(&format!("noc-read {x} {y} {noc_address} 4"))?,
+        "ffffffff",
+        "card {n} after unbind: the chip's NOC read of a freed buffer"
+    );
+    Ok(())
 }
 
 /// One worker of the DMA crash storm: allocates buffers (some with NOC
@@ -949,9 +990,11 @@ pub fn map_peer_bar_between_cards() -> TestResult {
 
 /// A reset that fences a file (CONFIG_WRITE, on the Wormhole, where it
 /// resets nothing else) gives the outbound regions of its NOC DMA buffer
-/// back to the card at once, as tt-kmd 2.10 does; the buffer itself stays
-/// the file's (mapped, readable) until it closes. The resetter then gets
-/// a region of its own.
+/// back to the card at once, as tt-kmd 2.10 does, and disables them in the
+/// chip, which tt-kmd does not: the chip's NOC no longer reaches the
+/// buffer (seen reading the buffer's contents before the driver disabled
+/// them). The buffer itself stays the file's (mapped, readable) until it
+/// closes. The resetter then gets a region of its own.
 pub fn reset_frees_fenced_regions() -> TestResult {
     let n = 0;
     expect_usage(n, &["buffers=0", "outbound_regions=0/16"], "at the start")?;
@@ -978,6 +1021,14 @@ pub fn reset_frees_fenced_regions() -> TestResult {
         "after the reset",
     )?;
     ensure_eq!(map.read32(0), 0x5eed_0001, "the fenced file's buffer");
+    let mut ctl = Control::open(n as usize)?;
+    let (x, y) = pcie_tile(n);
+    ensure_eq!(
+        ctl.command(&format!("noc-read {x} {y} {:#x} 4", buf.noc_address))?,
+        "ffffffff",
+        "the chip's NOC read of the fenced file's buffer"
+    );
+    expect_regions_disabled(n, "after the reset")?;
     let own = ctx(
         allocate(&resetter, 0, 4096, abi::ALLOCATE_DMA_BUF_NOC_DMA as u8),
         "the resetter's NOC_DMA buffer",
@@ -1005,6 +1056,22 @@ pub(super) mod helpers {
         size: u32,
     ) -> io::Result<abi::AllocateDmaBufOut> {
         allocate(dev, index, size, 0)
+    }
+
+    /// ALLOCATE_DMA_BUF of `size` bytes at `index` with NOC_DMA.
+    pub(in crate::scenarios) fn allocate_noc_buffer(
+        dev: &impl AsRawFd,
+        index: u8,
+        size: u32,
+    ) -> io::Result<abi::AllocateDmaBufOut> {
+        allocate(dev, index, size, abi::ALLOCATE_DMA_BUF_NOC_DMA as u8)
+    }
+
+    /// Fails unless the unbound card `n` was quiesced: no bus mastering,
+    /// every outbound region disabled, its NOC's read of `noc_address` (a
+    /// freed buffer's) failing.
+    pub(in crate::scenarios) fn expect_quiesced(n: u32, noc_address: u64) -> TestResult {
+        quiesced_after_unbind(n, &format!("{noc_address:#x}"))
     }
 
     /// PIN_PAGES of `size` bytes at `addr`, no flags.

@@ -22,6 +22,7 @@ mod timens;
 mod tlb;
 mod validation;
 mod view;
+mod vma;
 
 use crate::harness::Scenario;
 
@@ -107,6 +108,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "view/tt_locks_cli" => view::tt_locks_cli, 120;
     "reliability/corpus_replay" => reliability::corpus_replay, 120;
     "reliability/fuzz_ioctls" => reliability::fuzz_ioctls, 900;
+    "reliability/fuzz_mmaps" => reliability::fuzz_mmaps, 900;
     "reliability/crash_storm" => reliability::crash_storm, 900;
     "reliability/signal_storm" => reliability::signal_storm, 900;
     "reliability/scale_waiters_one_lock" => reliability::thousand_waiters_one_lock, 900;
@@ -127,6 +129,9 @@ pub const ALL: &[Scenario] = scenarios! {
     "mapping/window_mappings_do_not_split" => mapping::window_mappings_do_not_split;
     "mapping/window_memory_types" => mapping::window_memory_types;
     "mapping/proc_tlb_view" => mapping::proc_tlb_view;
+    "vma/private_mappings_refused" => vma::private_mappings_refused;
+    "vma/never_executable" => vma::never_executable;
+    "vma/cannot_grow_leak_or_be_reached" => vma::cannot_grow_leak_or_be_reached;
     "mapping/sigbus_after_unbind" => mapping::sigbus_after_unbind;
     "dma/buffers_reach_the_card" => dma::buffers_reach_the_card, 120;
     "dma/noc_dma_buffers" => dma::noc_dma_buffers, 120;

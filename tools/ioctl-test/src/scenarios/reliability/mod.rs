@@ -9,6 +9,7 @@
 //! `rebinds`, `reloads`, `lost_locks`, `double_holders`.
 
 mod fuzz;
+mod fuzz_mmap;
 mod scale;
 mod signals;
 mod storm;
@@ -25,6 +26,7 @@ use tt_arbiter::{abi, Device};
 use crate::util::*;
 
 pub use fuzz::{corpus_replay, fuzz_ioctls};
+pub use fuzz_mmap::fuzz_mmaps;
 pub use scale::{thousand_waiters_64_locks, thousand_waiters_one_lock, thousands_of_files};
 pub use signals::signal_storm;
 pub use storm::crash_storm;

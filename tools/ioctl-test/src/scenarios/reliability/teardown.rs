@@ -4,7 +4,7 @@
 //! bound in their order).
 
 use std::ffi::CString;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -219,6 +219,12 @@ pub fn unbind_rebind_under_load() -> TestResult {
                 "mmap",
             )?;
             let _ = mapped.read32(0);
+            // And a NOC DMA buffer, whose outbound region the unbind must
+            // disable before the buffer is freed.
+            let buffer = expect_ok(
+                super::super::dma_helpers::allocate_noc_buffer(&holder, 0, 4096),
+                "NOC_DMA buffer",
+            )?;
             let mut pids = Vec::new();
             for w in 0..nwaiters {
                 results.u64(w as usize).store(0, Ordering::SeqCst);
@@ -246,6 +252,9 @@ pub fn unbind_rebind_under_load() -> TestResult {
             rebinds += 1;
             let deadline = Instant::now() + PATIENCE;
             let mut problems = Vec::new();
+            if let Err(e) = super::super::dma_helpers::expect_quiesced(0, buffer.noc_address) {
+                problems.push(e);
+            }
             for (w, pid) in pids.into_iter().enumerate() {
                 if reap_until(pid, deadline).is_none() {
                     kill_reap(pid);
@@ -487,6 +496,45 @@ pub fn module_reload() -> TestResult {
     Ok(())
 }
 
+/// Exit status of [`bar_faulter`] when a file touched a BAR page after the
+/// reset that fenced it had returned.
+const TOUCHED_AFTER_FENCE: i32 = 3;
+
+/// Maps a BAR page of card 0, touches it (a fault that inserts the page)
+/// and unmaps it, in a loop, until `stop`, which the caller sets once its
+/// reset (which fenced this file) has returned: the mapping of that round,
+/// made before the fence, is touched once more and must fault (`SIGBUS`).
+/// Exits 0 when the fence was seen first (mmap `ENODEV`), and
+/// [`TOUCHED_AFTER_FENCE`] when the touch worked: a fault that checked the
+/// fence before the reset inserted its page after the reset's zap (seen
+/// with the check outside the lock the fence is set under).
+/// It writes a byte to `opened` once its file is open and has faulted a
+/// page in, so that the caller's reset fences it.
+fn bar_faulter(stop: &Counter, opened: RawFd) -> i32 {
+    let Ok(dev) = open(0) else {
+        return 1;
+    };
+    let mut told = false;
+    loop {
+        let bar = match crate::card::Mmio::new(&dev, 0, 4096) {
+            Ok(bar) => bar,
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return 0,
+            Err(_) => return 1,
+        };
+        let _ = bar.read32(0);
+        if !told {
+            told = true;
+            if write_all(opened, b"o").is_err() {
+                return 1;
+            }
+        }
+        if stop.get().load(Ordering::SeqCst) != 0 {
+            let _ = bar.read32(0);
+            return TOUCHED_AFTER_FENCE;
+        }
+    }
+}
+
 /// Maps a window and a BAR page of card 0 and touches them, allocating,
 /// configuring and freeing the window, until `stop`; a file fenced by a
 /// reset (ENODEV) is opened again. A touch of a mapping a reset revoked
@@ -531,7 +579,8 @@ fn mapper(stop: &Counter, errors: &FirstError) -> i32 {
 
 /// Resets racing with what files do: lock workers on card 0 (a fenced
 /// file is closed, which releases its locks, and opened again), a mapper
-/// mapping, touching and freeing windows, and resets (CONFIG_WRITE, which
+/// mapping, touching and freeing windows, a BAR faulter whose file must
+/// not reach the card once the reset returned, and resets (CONFIG_WRITE, which
 /// fences every other file and on a Wormhole touches nothing else) from a
 /// file of their own, in a loop; then resets racing with an unbind. No lock
 /// is lost or held twice, every error is one a reset explains, the card
@@ -562,7 +611,14 @@ pub fn resets_under_load() -> TestResult {
         stop.get().store(0, Ordering::SeqCst);
         let (stop, errors) = (&stop, &mapper_errors);
         let pid = fork_child(&[], move || mapper(stop, errors))?;
+        let (opened_r, opened_w) = pipe()?;
+        let opened = opened_w.as_raw_fd();
+        let faulter = fork_child(&[opened], move || bar_faulter(stop, opened))?;
+        drop(opened_w);
         let r = (|| -> TestResult {
+            let mut byte = [0u8];
+            read_timeout(opened_r.as_raw_fd(), &mut byte, PATIENCE)
+                .map_err(|e| format!("the BAR faulter did not start: {e}"))?;
             let resetter = open(0)?;
             let mut r = abi::ResetDevice::default();
             r.input.output_size_bytes = 8;
@@ -588,6 +644,18 @@ pub fn resets_under_load() -> TestResult {
             None => {
                 kill_reap(pid);
                 result = Err("mapper stuck".into());
+            }
+        }
+        match reap_until(faulter, Instant::now() + PATIENCE) {
+            Some(0) => {}
+            Some(s) if died_of(s, libc::SIGBUS) => sigbus += 1,
+            Some(s) if libc::WIFEXITED(s) && libc::WEXITSTATUS(s) == TOUCHED_AFTER_FENCE => {
+                result = Err("a fenced file touched a BAR page after the reset returned".into());
+            }
+            Some(s) => result = Err(format!("BAR faulter: {}", describe_status(s))),
+            None => {
+                kill_reap(faulter);
+                result = Err("BAR faulter stuck".into());
             }
         }
         if let Err(e) = r {
@@ -704,6 +772,25 @@ pub fn dma_limits_per_card() -> TestResult {
             "another file's, past the limit",
         )?;
         drop(a);
+        // A 3-page buffer takes a 4-page block (dma_alloc_pages rounds to a
+        // power of two), and the limit counts what buffers take: 64 fit in
+        // 1 MiB, a 65th does not (it did when the limit counted the 12 KiB
+        // asked for: 780 KiB).
+        let c = open(0)?;
+        for index in 0..64 {
+            expect_ok(allocate_buffer(&c, index, 3 * 4096), "a 3-page buffer")?;
+        }
+        let usage = sysfs("/sys/class/tenstorrent/tenstorrent!0/dma/usage")?;
+        ensure!(
+            usage.contains("buffer_bytes=1048576"),
+            "dma/usage with 64 3-page buffers: {usage}"
+        );
+        expect_errno(
+            allocate_buffer(&c, 64, 3 * 4096),
+            libc::ENOMEM,
+            "a 65th 3-page buffer",
+        )?;
+        drop(c);
         expect_ok(
             allocate_buffer(&b, 0, 4096),
             "a buffer once the others went",
