@@ -14,6 +14,7 @@ pub(crate) mod hwmon;
 pub(crate) mod mm;
 pub(crate) mod pci;
 pub(crate) mod procfs;
+pub(crate) mod reboot;
 pub(crate) mod sysfs;
 pub(crate) mod task;
 pub(crate) mod time;

@@ -82,6 +82,17 @@ impl Drop for EnabledDevice<'_> {
     }
 }
 
+/// Stops `pdev` from mastering the bus (`pci_clear_master()`): no DMA of
+/// the function reaches host memory after this, until a probe sets it
+/// again. For shutdown, where the function stays enabled; unbind disables
+/// it whole ([`EnabledDevice`]). `kernel::pci::Device` has `set_master`
+/// but not its inverse.
+pub(crate) fn clear_master(pdev: &pci::Device<Bound>) {
+    // SAFETY: `pdev` is a valid, bound PCI function; clearing Bus Master
+    // Enable is a configuration write its driver may make at any time.
+    unsafe { bindings::pci_clear_master(pci_dev_ptr(pdev)) };
+}
+
 /// Saves `pdev`'s configuration space (`pci_save_state()`), to be put back
 /// with [`restore_state`] after the function went through a reset.
 pub(crate) fn save_state(pdev: &pci::Device<Bound>) {

@@ -26,8 +26,13 @@ use crate::{
         dma::set_dma_mask,
         hwmon::Registration,
         pci::{
+            clear_master,
             vendor,
             EnabledDevice, //
+        },
+        reboot::{
+            OnShutdown,
+            ShutdownHook, //
         }, //
     }, //
     sysfs::CARD_GROUPS,
@@ -37,7 +42,10 @@ use crate::{
     },
 };
 use kernel::{
-    device::Core,
+    device::{
+        Bound,
+        Core, //
+    },
     pci,
     prelude::*,
     str::CString,
@@ -71,6 +79,9 @@ kernel::pci_device_table!(
 /// the [`Card`] until they are closed.
 pub(crate) struct BoundCard<'bound> {
     // Fields drop in declaration order; the ordinal goes last.
+    /// Quiesces the card's DMA when the system restarts (kexec included),
+    /// halts or powers off; `None` if it could not be registered.
+    _shutdown: Option<ShutdownHook<CardShutdown<'bound>>>,
     /// The card's sensors (src/telemetry.rs).
     _hwmon: Option<Registration<Card>>,
     _proc: CardProc,
@@ -84,6 +95,22 @@ pub(crate) struct BoundCard<'bound> {
     /// its buffers: the function stops mastering the bus in between.
     _enabled: EnabledDevice<'bound>,
     ordinal: Ordinal,
+}
+
+/// What a card does before the system restarts (kexec included), halts or
+/// powers off, as tt-kmd's `.shutdown`: its outbound regions disabled and
+/// bus mastering cleared, so that no DMA of it reaches memory the next
+/// kernel (kexec) or the firmware now owns.
+struct CardShutdown<'bound> {
+    card: Arc<Card>,
+    pdev: &'bound pci::Device<Bound>,
+}
+
+impl OnShutdown for CardShutdown<'_> {
+    fn on_shutdown(&self) {
+        self.card.dma.quiesce(&self.card.memory);
+        clear_master(self.pdev);
+    }
 }
 
 impl Drop for BoundCard<'_> {
@@ -257,6 +284,20 @@ impl pci::Driver for TenstorrentDriver {
                 None
             }
         };
+        let shutdown = match ShutdownHook::new(CardShutdown {
+            card: card.clone(),
+            pdev,
+        }) {
+            Ok(hook) => Some(hook),
+            Err(e) => {
+                dev_warn!(
+                    pdev,
+                    "no shutdown hook ({:?}): DMA is not stopped at reboot\n",
+                    e
+                );
+                None
+            }
+        };
         let proc = CardProc::new(ordinal.proc_root(), &card)?;
         let debugfs = CardDebugfs::new(ordinal.debug_root(), &card)?;
         dev_info!(
@@ -268,6 +309,7 @@ impl pci::Driver for TenstorrentDriver {
             layout.family
         );
         Ok(BoundCard {
+            _shutdown: shutdown,
             _hwmon: hwmon,
             _proc: proc,
             _debugfs: debugfs,

@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use tt_emu::control::{remove_stale_socket, ControlSocket};
-use tt_emu::server::{CardServer, Shared};
+use tt_emu::server::{lock, CardServer, Shared};
 use tt_emu::Arch;
 
 const USAGE: &str = "usage: tt-emu --arch wormhole|blackhole --socket PATH [--control PATH]";
@@ -146,6 +146,17 @@ fn run(args: Args, prefix: &str) -> Result<(), String> {
     if let Some(c) = &control {
         remove_file_quietly(c.path());
     }
+    // How the driver left the function: a driver that stops its DMA at
+    // shutdown (reboot, kexec) clears Bus Master Enable before QEMU goes
+    // (tools/check reads this line after the debug VM).
+    eprintln!(
+        "{prefix}: at exit: bus mastering {}",
+        if lock(&shared.config).bus_master_enabled() {
+            "on"
+        } else {
+            "off"
+        }
+    );
     result.map_err(|e| format!("vfio-user connection failed: {e}"))
 }
 
