@@ -8,7 +8,10 @@
 //! struct pages a fault handler can insert into a user mapping one by one
 //! (coherent memory from `dma_alloc_coherent()` may be remapped and has no
 //! such pages). [`PinnedRange`] is `pin_user_pages_fast(FOLL_LONGTERM)`
-//! charged to `RLIMIT_MEMLOCK` as VFIO does, optionally DMA-mapped.
+//! charged to `RLIMIT_MEMLOCK`, optionally DMA-mapped: to the pinner's mm
+//! as VFIO charges (its `VmLck`) and to its user as io_uring and iommufd
+//! charge (pins outlive the process: the user's limit holds for all its
+//! processes together).
 //!
 //! Macros and static inlines are in `rust/dma_glue.c`.
 
@@ -61,6 +64,8 @@ extern "C" {
         pages: *mut *mut c_void,
     ) -> c_long;
     fn tt_unpin_user_pages(pages: *mut *mut c_void, count: c_ulong, dirty: bool);
+    fn tt_user_charge_locked_vm(count: c_ulong) -> *mut c_void;
+    fn tt_user_uncharge_locked_vm(user: *mut c_void, count: c_ulong);
     fn tt_dma_map_pages(
         dev: *mut c_void,
         pages: *mut *mut c_void,
@@ -205,20 +210,67 @@ struct DmaMapping {
     sgt: NonNull<c_void>,
 }
 
+/// Pages charged to the `locked_vm` of the user (`struct user_struct`) of
+/// the task that charged them, the count io_uring and iommufd charge too,
+/// with a reference on that user.
+///
+/// # Invariants
+///
+/// `user` is the reference `tt_user_charge_locked_vm(count)` returned, with
+/// `count` pages charged to its `locked_vm`; both are given back only in
+/// [`Drop`].
+struct UserCharge {
+    /// A `struct user_struct *`.
+    user: NonNull<c_void>,
+    count: c_ulong,
+}
+
+// SAFETY: The user reference and its charge may be given back from any
+// thread (an atomic subtraction and `free_uid()`).
+unsafe impl Send for UserCharge {}
+// SAFETY: Shared references give access to nothing.
+unsafe impl Sync for UserCharge {}
+
+impl UserCharge {
+    /// Charges `count` pages to the current task's user, within the task's
+    /// `RLIMIT_MEMLOCK` unless it has `CAP_IPC_LOCK`; `ENOMEM` past it.
+    fn new(count: c_ulong) -> Result<Self> {
+        // SAFETY: No preconditions; the charge and reference it returns
+        // are given back in [`Drop`].
+        let user = from_err_ptr(unsafe { tt_user_charge_locked_vm(count) })?;
+        // The glue returns `get_uid()`'s non-NULL pointer or an error.
+        let user = NonNull::new(user).ok_or(EINVAL)?;
+        // INVARIANT: charged above.
+        Ok(Self { user, count })
+    }
+}
+
+impl Drop for UserCharge {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariants `count` pages are charged to this
+        // referenced user; both are given back once.
+        unsafe { tt_user_uncharge_locked_vm(self.user.as_ptr(), self.count) };
+    }
+}
+
 /// User pages pinned for long-term DMA, charged to the pinning process's
-/// `RLIMIT_MEMLOCK`, and maybe mapped for a device.
+/// `RLIMIT_MEMLOCK` (its mm's `locked_vm` and its user's), and maybe
+/// mapped for a device.
 ///
 /// # Invariants
 ///
 /// `pages` holds the `count` pages `tt_pin_user_pages()` pinned (writable
 /// unless `read_only`), each unpinned only in [`Drop`]; `count` pages are
-/// charged to `mm`'s `locked_vm`. `mapping`, if any, maps these pages for
-/// its device, to the device only when `read_only`.
+/// charged to `mm`'s `locked_vm` and by `user`. `mapping`, if any, maps
+/// these pages for its device, to the device only when `read_only`.
 pub(crate) struct PinnedRange {
     /// `struct page *`s.
     pages: KVVec<*mut c_void>,
     read_only: bool,
     mm: ARef<Mm>,
+    /// Dropped after [`Drop::drop`] has unpinned the pages: the user's
+    /// charge never falls below what it keeps pinned.
+    _user: UserCharge,
     mapping: Option<DmaMapping>,
 }
 
@@ -231,13 +283,16 @@ unsafe impl Sync for PinnedRange {}
 impl PinnedRange {
     /// Pins the `count` pages of the calling process from `start` (page
     /// aligned), writable unless `read_only`. `ENOMEM` past the caller's
-    /// `RLIMIT_MEMLOCK` (unless it has `CAP_IPC_LOCK`), `EFAULT` (or what
-    /// GUP answers) for addresses that are not mapped, `EINVAL` if only
-    /// some pages could be pinned.
+    /// `RLIMIT_MEMLOCK` (unless it has `CAP_IPC_LOCK`), for its process or
+    /// for its user's pins in all, `EFAULT` (or what GUP answers) for
+    /// addresses that are not mapped, `EINVAL` if only some pages could be
+    /// pinned.
     pub(crate) fn pin(start: usize, count: usize, read_only: bool) -> Result<Self> {
         let current = kernel::current!();
         let mm: ARef<Mm> = ARef::from(&**current.mm().ok_or(EFAULT)?);
         let c_count = c_ulong::try_from(count)?;
+        // Given back by its drop on every error below.
+        let user = UserCharge::new(c_count)?;
         // SAFETY: `mm` is live (referenced above); charging takes its lock.
         to_result(unsafe { bindings::account_locked_vm(mm.as_raw(), c_count, true) })?;
         let uncharge = |mm: &Mm| {
@@ -272,6 +327,7 @@ impl PinnedRange {
             pages,
             read_only,
             mm,
+            _user: user,
             mapping: None,
         })
     }

@@ -5,13 +5,30 @@
  * What Linux 7.3's Rust bindings cannot reach: page_to_pfn() and
  * for_each_sgtable_dma_sg() are macros, the FOLL_* flags an anonymous enum,
  * dma_set_seg_boundary() and the IOMMU domain type checks static inlines.
+ * Charging a user's locked_vm needs current_user() (a macro), rlimit(),
+ * get_uid() and the atomic_long operations (static inlines): a Rust
+ * abstraction of `struct user_struct` (an ARef from current_user(), its
+ * locked_vm as an atomic) and of the current task's rlimits would remove
+ * tt_user_charge_locked_vm() and tt_user_uncharge_locked_vm().
  */
 
+#include <linux/capability.h>
+#include <linux/cred.h>
 #include <linux/dma-mapping.h>
 #include <linux/iommu.h>
 #include <linux/mm.h>
+#include <linux/overflow.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/user.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+
+/* The condition under which struct user_struct has locked_vm. */
+#if !(defined(CONFIG_NET) || defined(CONFIG_IO_URING) ||   \
+      defined(CONFIG_VFIO_PCI_ZDEV_KVM) || IS_ENABLED(CONFIG_IOMMUFD) || \
+      defined(CONFIG_SECRETMEM))
+#error "pinned pages are charged to user_struct->locked_vm, absent in this configuration"
+#endif
 
 unsigned long tt_page_to_pfn(struct page *page);
 bool tt_dma_is_translated(struct device *dev);
@@ -19,6 +36,8 @@ void tt_dma_set_limits(struct device *dev);
 long tt_pin_user_pages(unsigned long start, unsigned long count, bool writable,
 		       struct page **pages);
 void tt_unpin_user_pages(struct page **pages, unsigned long count, bool dirty);
+struct user_struct *tt_user_charge_locked_vm(unsigned long count);
+void tt_user_uncharge_locked_vm(struct user_struct *user, unsigned long count);
 struct sg_table *tt_dma_map_pages(struct device *dev, struct page **pages,
 				  unsigned long count, bool to_device_only);
 void tt_dma_unmap_pages(struct device *dev, struct sg_table *sgt,
@@ -72,6 +91,41 @@ long tt_pin_user_pages(unsigned long start, unsigned long count, bool writable,
 void tt_unpin_user_pages(struct page **pages, unsigned long count, bool dirty)
 {
 	unpin_user_pages_dirty_lock(pages, count, dirty);
+}
+
+/*
+ * Charges `count` pinned pages to the calling task's user (its locked_vm,
+ * which io_uring and iommufd charge too: io_uring/rsrc.c
+ * __io_account_mem(), iommufd's incr_user_locked_vm()), against the
+ * caller's RLIMIT_MEMLOCK unless it has CAP_IPC_LOCK (as
+ * account_locked_vm() bypasses the limit but still counts). Pins outlive
+ * the pinning process (they belong to the file), so the user, not only its
+ * mm, carries the charge: processes of one user sharing a file cannot pin
+ * more than that limit together. Returns a reference on the user, to be
+ * given back with the charge by tt_user_uncharge_locked_vm(), or
+ * ERR_PTR(-ENOMEM).
+ */
+struct user_struct *tt_user_charge_locked_vm(unsigned long count)
+{
+	struct user_struct *user = current_user();
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	long cur = atomic_long_read(&user->locked_vm);
+	unsigned long next;
+
+	do {
+		/* An overflow is past any limit; capable() only when needed. */
+		if (check_add_overflow((unsigned long)cur, count, &next) ||
+		    next > LONG_MAX ||
+		    (next > limit && !capable(CAP_IPC_LOCK)))
+			return ERR_PTR(-ENOMEM);
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, next));
+	return get_uid(user);
+}
+
+void tt_user_uncharge_locked_vm(struct user_struct *user, unsigned long count)
+{
+	WARN_ON_ONCE(atomic_long_sub_return(count, &user->locked_vm) < 0);
+	free_uid(user);
 }
 
 /*

@@ -12,8 +12,10 @@
 //! unmapped from the IOMMU ([`WhileBound`]).
 //!
 //! Pinned pages are charged to the pinning process's `RLIMIT_MEMLOCK`, as
-//! VFIO charges them (tt-kmd charges nothing): past the limit PIN_PAGES
-//! fails with `ENOMEM` unless the process has `CAP_IPC_LOCK`.
+//! VFIO charges them (tt-kmd charges nothing), and to its user's, as
+//! io_uring and iommufd charge them (a pin outlives its process when a
+//! forked child shares the file): past the limit PIN_PAGES fails with
+//! `ENOMEM` unless the process has `CAP_IPC_LOCK`.
 //!
 //! Locking: the card's DMA state is behind one mutex, taken inside
 //! `mmap_lock` (mmap and faults of buffers). So nothing that takes

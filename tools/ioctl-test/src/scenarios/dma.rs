@@ -569,6 +569,117 @@ pub fn pins_charged_to_memlock() -> TestResult {
     expect_usage(n, &["pins=0", "pinned_pages=0"], "after the pinner exited")
 }
 
+/// Pins `pages` pages of `anon` from page `first`, one at a time, through
+/// `dev` until PIN_PAGES says ENOMEM; returns how many it pinned.
+fn pin_until_enomem(
+    dev: &impl AsRawFd,
+    anon: &Anon,
+    first: usize,
+    pages: usize,
+) -> Result<usize, String> {
+    for p in 0..pages {
+        match pin(dev, anon.page(first + p), PAGE as u64, 0) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => return Ok(p),
+            Err(e) => return Err(format!("PIN_PAGES of page {}: {e}", first + p)),
+        }
+    }
+    Ok(pages)
+}
+
+/// RLIMIT_MEMLOCK cannot be escaped by pinning from children that share
+/// the file and exit (issue 27 item 5): pins belong to the file, so the
+/// charge is the user's (its `locked_vm`, as io_uring and iommufd charge),
+/// not only the pinning process's. An unprivileged process with a 4-page
+/// limit forks pinners through its file one after the other: the first
+/// pins 4 pages, the next ones none, nor the process itself; once the file
+/// is closed, the user may pin 4 pages again (through another file).
+///
+/// Seen failing before the fix (charge to the pinner's mm only): "pages
+/// each forked pinner got: [4, 4, 4], expected [4, 0, 0]" (the user kept
+/// 12 pages pinned under a 4-page limit).
+pub fn memlock_charged_per_user() -> TestResult {
+    const LIMIT: usize = 4;
+    const PINNERS: usize = 3;
+    // A user of its own: no other scenario's pins share its charge.
+    const UID: u32 = 62727;
+    let n = 0u32;
+    let mut owner = spawn("owner", &[], move |link| {
+        // Opened as root: the device node needs no permission for `UID`.
+        let shared = open(n)?;
+        let other = open(n)?;
+        let limit = libc::rlimit {
+            rlim_cur: (LIMIT * PAGE) as u64,
+            rlim_max: (LIMIT * PAGE) as u64,
+        };
+        // SAFETY: plain setrlimit; then drop root (setuid from root sets
+        // every uid, which clears the capabilities, CAP_IPC_LOCK too).
+        unsafe {
+            ensure!(
+                libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) == 0,
+                "setrlimit: {}",
+                io::Error::last_os_error()
+            );
+            ensure!(
+                libc::setgid(UID) == 0 && libc::setuid(UID) == 0,
+                "setuid: {}",
+                io::Error::last_os_error()
+            );
+        }
+        // A range of its own for each pinner, then for the owner: the file
+        // refuses to pin an address twice (EEXIST). The pinners pin their
+        // private copies of these pages (copied on write).
+        let span = LIMIT + 1;
+        let anon = Anon::new((PINNERS + 1) * span)?;
+        let mut got = Vec::new();
+        for i in 0..PINNERS {
+            let (shared, anon) = (&shared, &anon);
+            let mut pinner = spawn(&format!("pinner {i}"), &[shared.as_raw_fd()], |link| {
+                let pinned = pin_until_enomem(shared, anon, i * span, span)?;
+                // Exits with its pins left to the file.
+                link.send(&pinned.to_string())
+            })?;
+            let line = pinner.recv()?;
+            pinner.wait()?;
+            got.push(ctx(line.parse::<usize>(), "pinner's count")?);
+        }
+        let mut want = vec![0; PINNERS];
+        want[0] = LIMIT;
+        ensure!(
+            got == want,
+            "pages each forked pinner got: {got:?}, expected {want:?}"
+        );
+        let own = PINNERS * span;
+        expect_errno(
+            pin(&shared, anon.page(own), PAGE as u64, 0),
+            libc::ENOMEM,
+            "the owner's pin with the user at its limit",
+        )?;
+        link.send("at the limit")?;
+        link.expect("close")?;
+        // The last reference: the pins of the exited pinners go now.
+        drop(shared);
+        ensure_eq!(
+            pin_until_enomem(&other, &anon, own, span)?,
+            LIMIT,
+            "pages pinned through another file after the close"
+        );
+        link.send("pinned again")?;
+        link.expect("exit")?;
+        Ok(())
+    })?;
+    owner.expect("at the limit")?;
+    let held = [format!("pinned_pages={LIMIT}")];
+    let held: Vec<&str> = held.iter().map(String::as_str).collect();
+    expect_usage(n, &held, "with the user at its limit")?;
+    owner.send("close")?;
+    owner.expect("pinned again")?;
+    expect_usage(n, &held, "pinned again after the close")?;
+    owner.send("exit")?;
+    owner.wait()?;
+    expect_usage(n, &["pins=0", "pinned_pages=0"], "after the owner exited")
+}
+
 /// Unbinding a card frees every file's buffers and pins: a process still
 /// mapping a buffer dies of SIGBUS at its next access, the pinner's pages
 /// are unpinned (its VmLck back to 0), and the files get ENODEV. The card

@@ -137,6 +137,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "dma/noc_dma_buffers" => dma::noc_dma_buffers, 120;
     "dma/pinned_pages" => dma::pinned_pages, 120;
     "dma/pins_charged_to_memlock" => dma::pins_charged_to_memlock;
+    "dma/memlock_charged_per_user" => dma::memlock_charged_per_user;
     "dma/reset_frees_fenced_regions" => dma::reset_frees_fenced_regions;
     "dma/debugfs_mappings" => dma::debugfs_mappings;
     "dma/crash_storm" => dma::crash_storm, 300;
