@@ -138,6 +138,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "dma/pinned_pages" => dma::pinned_pages, 120;
     "dma/pins_charged_to_memlock" => dma::pins_charged_to_memlock;
     "dma/reset_frees_fenced_regions" => dma::reset_frees_fenced_regions;
+    "dma/buffers_charged_to_memcg" => dma::buffers_charged_to_memcg;
     "dma/debugfs_mappings" => dma::debugfs_mappings;
     "dma/crash_storm" => dma::crash_storm, 300;
     "dma/map_peer_bar_refusals" => dma::map_peer_bar_refusals;
