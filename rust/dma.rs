@@ -142,14 +142,17 @@ impl DmaPages {
         }
         let mut dma_address: bindings::dma_addr_t = 0;
         // SAFETY: `dev` is bound; the flags ask for no special zone (the
-        // mask decides) and allow sleeping.
+        // mask decides) and allow sleeping. `GFP_KERNEL_ACCOUNT` charges the
+        // pages to the caller's memory cgroup (a CMA area, if one serves
+        // the allocation, is not charged): a container's buffers count
+        // against its memory limit, as its own pages do.
         let page = unsafe {
             bindings::dma_alloc_pages(
                 device_ptr(dev),
                 len,
                 &mut dma_address,
                 bindings::dma_data_direction::DMA_BIDIRECTIONAL,
-                bindings::GFP_KERNEL | bindings::__GFP_NOWARN,
+                bindings::GFP_KERNEL_ACCOUNT | bindings::__GFP_NOWARN,
             )
         };
         let page = NonNull::new(page).ok_or(ENOMEM)?;

@@ -1156,6 +1156,93 @@ pub fn reset_frees_fenced_regions() -> TestResult {
     expect_usage(n, &["buffers=0", "outbound_regions=0/16"], "at the end")
 }
 
+/// The memory cgroup v2 hierarchy, mounted if it is not: `None` when the
+/// kernel has no memory controller (the debug kernel), with why.
+fn memory_cgroups() -> Result<Option<&'static str>, String> {
+    const ROOT: &str = "/sys/fs/cgroup";
+    let controllers = format!("{ROOT}/cgroup.controllers");
+    if !std::path::Path::new(&controllers).exists() {
+        let _ = std::fs::create_dir_all(ROOT);
+        let (src, dir, fs) = (c"cgroup2", c"/sys/fs/cgroup", c"cgroup2");
+        // SAFETY: mounting a pseudo filesystem on a directory of ours,
+        // with NUL-terminated names and no data.
+        let rc =
+            unsafe { libc::mount(src.as_ptr(), dir.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+        if rc != 0 {
+            println!("# no cgroup2 filesystem: {}", io::Error::last_os_error());
+            return Ok(None);
+        }
+    }
+    let list = ctx(std::fs::read_to_string(&controllers), &controllers)?;
+    if !list.split_whitespace().any(|c| c == "memory") {
+        println!("# no memory controller in this kernel ({controllers}: {list:?})");
+        return Ok(None);
+    }
+    Ok(Some(ROOT))
+}
+
+fn memory_current(group: &str) -> Result<u64, String> {
+    let path = format!("{group}/memory.current");
+    let text = ctx(std::fs::read_to_string(&path), &path)?;
+    text.trim()
+        .parse()
+        .map_err(|e| format!("{path}: {text:?}: {e}"))
+}
+
+/// DMA buffers are charged to the memory cgroup of the process that
+/// allocates them, as its own pages are: a 2 MiB buffer raises the group's
+/// `memory.current` by at least 2 MiB, a buffer past its `memory.max` is
+/// ENOMEM, and closing the file gives the charge back. Seen failing before
+/// buffers were charged: `memory.current` did not move. A kernel without
+/// the memory controller (the debug kernel) charges nothing and this says
+/// so; Debian's kernel (the stock layer) has it.
+pub fn buffers_charged_to_memcg() -> TestResult {
+    let Some(root) = memory_cgroups()? else {
+        return Ok(());
+    };
+    // Enabling the controller for children may fail if it already is.
+    let _ = std::fs::write(format!("{root}/cgroup.subtree_control"), "+memory");
+    let group = format!("{root}/tt-dma-memcg");
+    let _ = std::fs::remove_dir(&group);
+    ctx(std::fs::create_dir(&group), &group)?;
+    let result = (|| -> TestResult {
+        let group = group.clone();
+        let child = spawn("memcg allocator", &[], move |_| {
+            let procs = format!("{group}/cgroup.procs");
+            ctx(std::fs::write(&procs, getpid().to_string()), &procs)?;
+            let dev = open(0)?;
+            let before = memory_current(&group)?;
+            let out = expect_ok(allocate(&dev, 0, 2 << 20, 0), "a 2 MiB buffer")?;
+            ensure!(out.size == 2 << 20, "buffer size {}", out.size);
+            let with = memory_current(&group)?;
+            ensure!(
+                with >= before + (2 << 20),
+                "memory.current {before} before the 2 MiB buffer, {with} with it"
+            );
+            // A limit 1 MiB above what the group has: a 2 MiB buffer is
+            // past it.
+            let max = format!("{group}/memory.max");
+            ctx(std::fs::write(&max, (with + (1 << 20)).to_string()), &max)?;
+            expect_errno(
+                allocate(&dev, 1, 2 << 20, 0),
+                libc::ENOMEM,
+                "a 2 MiB buffer past memory.max",
+            )?;
+            ctx(std::fs::write(&max, "max"), &max)?;
+            drop(dev);
+            let after = memory_current(&group)?;
+            ensure!(
+                after + (2 << 20) <= with,
+                "memory.current {with} with the buffer, {after} after close"
+            );
+            Ok(())
+        })?;
+        child.wait()
+    })();
+    let _ = std::fs::remove_dir(&group);
+    result
+}
+
 /// What other scenarios need of DMA (reliability/dma_limits_per_card).
 pub(super) mod helpers {
     use super::*;

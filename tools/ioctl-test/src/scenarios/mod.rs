@@ -139,6 +139,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "dma/pins_charged_to_memlock" => dma::pins_charged_to_memlock;
     "dma/memlock_charged_per_user" => dma::memlock_charged_per_user;
     "dma/reset_frees_fenced_regions" => dma::reset_frees_fenced_regions;
+    "dma/buffers_charged_to_memcg" => dma::buffers_charged_to_memcg;
     "dma/debugfs_mappings" => dma::debugfs_mappings;
     "dma/crash_storm" => dma::crash_storm, 300;
     "dma/map_peer_bar_refusals" => dma::map_peer_bar_refusals;
