@@ -13,7 +13,8 @@
 //! SET_POWER_STATE and EXPORT_TLB_DMABUF answer EINVAL to the larger argsz
 //! with a zero tail, and the own commands EFAULT to a short argsz at the
 //! end of readable memory (they read their whole struct first): both fail
-//! here.
+//! here (seen against the module before this change: "ACQUIRE argsz 0 at
+//! the end of readable memory: got EFAULT, expected EINVAL").
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 

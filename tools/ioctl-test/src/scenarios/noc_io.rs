@@ -362,7 +362,8 @@ pub fn widths_against_a_window() -> TestResult {
 /// writing a third, and telemetry reads (the driver's own ARC accesses
 /// through the same window), all at once on each card, each see only their
 /// own values. A NOC_READ/NOC_WRITE that aimed the window without the
-/// mutex its other users take reads another user's tile here.
+/// mutex its other users take reads another user's tile here (seen: with
+/// the mutex left out of NOC_READ, a reader got 0 in round 118).
 pub fn shares_the_kernel_window() -> TestResult {
     const ROUNDS: u32 = 150;
     for n in 0..2u32 {
@@ -448,8 +449,9 @@ const STOP: usize = 3;
 /// and it is never killed by SIGBUS. The resetter's file then writes and
 /// reads through the re-aimed window. A hot reset of the link
 /// (RESET_PCIE_LINK, which fences nobody) with NOC I/O running: every call
-/// succeeds with the right value (a driver that let an access run during
-/// the reset reads all ones there).
+/// succeeds with the right value (seen: with the reset mutex left out of
+/// NOC I/O, a read during the link reset on the Wormhole returned 0, the
+/// window's register having been reset under it).
 pub fn during_resets() -> TestResult {
     for n in 0..2u32 {
         let c = chip(n);
