@@ -352,6 +352,23 @@ pub fn widths_against_a_window() -> TestResult {
                 "card {n} noc {noc}: ARC node id {id:#x}"
             );
         }
+        // The client library's calls (tools/client).
+        let at = BASE + 0x300;
+        fill_window(&map, at, 0xEE);
+        ctx(
+            dev.noc_write(tile.0, tile.1, 0, at, 2, 0x5_BEEF),
+            "Device::noc_write",
+        )?;
+        ensure_eq!(
+            emu_read(n, tile, at, 4)?,
+            hex(&[0xEF, 0xBE, 0xEE, 0xEE]),
+            "card {n}: Device::noc_write of 2 bytes"
+        );
+        ensure_eq!(
+            ctx(dev.noc_read(tile.0, tile.1, 0, at, 4), "Device::noc_read")?,
+            0xEEEE_BEEF,
+            "card {n}: Device::noc_read"
+        );
         drop(map);
         expect_ok(super::mapping::free(&dev, w.id), "FREE_TLB")?;
     }
