@@ -33,6 +33,39 @@ use kernel::{
 /// The BARs userspace sees as RESOURCE0, 1 and 2.
 pub(crate) const RESOURCE_BARS: [u32; 3] = [0, 2, 4];
 
+/// The width of one MMIO access: a single access of that size on the bus,
+/// never split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Width {
+    U8,
+    U16,
+    U32,
+    U64,
+}
+
+impl Width {
+    /// The width of `bytes` bytes: `None` unless 1, 2, 4 or 8.
+    pub(crate) fn from_bytes(bytes: u8) -> Option<Self> {
+        match bytes {
+            1 => Some(Self::U8),
+            2 => Some(Self::U16),
+            4 => Some(Self::U32),
+            8 => Some(Self::U64),
+            _ => None,
+        }
+    }
+
+    /// How many bytes an access of this width moves.
+    pub(crate) fn bytes(self) -> u64 {
+        match self {
+            Self::U8 => 1,
+            Self::U16 => 2,
+            Self::U32 => 4,
+            Self::U64 => 8,
+        }
+    }
+}
+
 /// The card's BARs.
 pub(crate) struct Bars {
     /// The requested BAR0, 2 and 4, with the part of each that the kernel
@@ -131,6 +164,30 @@ impl Bars {
     /// reach the card after this returns).
     pub(crate) fn write32(&self, resource: usize, offset: usize, value: u32) -> Result {
         self.with_io(resource, offset, |io, at| io.try_write32(value, at))
+    }
+
+    /// Reads `width` at `offset` of RESOURCE`resource` in one access,
+    /// zero-extended. `ENODEV` once the card is unbound (or without that
+    /// BAR), `EINVAL` outside the part the kernel maps.
+    pub(crate) fn read(&self, resource: usize, offset: usize, width: Width) -> Result<u64> {
+        self.with_io(resource, offset, |io, at| match width {
+            Width::U8 => io.try_read8(at).map(u64::from),
+            Width::U16 => io.try_read16(at).map(u64::from),
+            Width::U32 => io.try_read32(at).map(u64::from),
+            Width::U64 => io.try_read64(at),
+        })
+    }
+
+    /// Writes the low `width` of `value` at `offset` of RESOURCE`resource`
+    /// in one access (posted: it may reach the card after this returns).
+    pub(crate) fn write(&self, resource: usize, offset: usize, width: Width, value: u64) -> Result {
+        // Truncation is the point: only the low `width` bytes are written.
+        self.with_io(resource, offset, |io, at| match width {
+            Width::U8 => io.try_write8(value as u8, at),
+            Width::U16 => io.try_write16(value as u16, at),
+            Width::U32 => io.try_write32(value as u32, at),
+            Width::U64 => io.try_write64(value, at),
+        })
     }
 
     /// Writes `value` at `offset` of RESOURCE`resource`, then reads it back

@@ -37,9 +37,6 @@ use kernel::{
     },
 };
 
-/// The size of `struct tenstorrent_export_tlb_dmabuf`, its only `argsz`.
-const EXPORT_TLB_DMABUF_SIZE: u32 = 32;
-
 /// The live exports of a card's windows.
 #[pin_data]
 pub(crate) struct CardExports {
@@ -102,8 +99,8 @@ impl DmaBufOwner for WindowExport {
 
 impl Card {
     /// EXPORT_TLB_DMABUF of `request` for the file `owner`: the export,
-    /// with the descriptor it will have. `EINVAL` for a wrong `argsz`,
-    /// flags, an id past 255 or of no window, an offset or size not
+    /// with the descriptor it will have (`argsz` was checked when it was
+    /// read). `EINVAL` for flags, an id past 255 or of no window, an offset or size not
     /// page-aligned or past the window; `EPERM` for a window the file does
     /// not hold.
     pub(crate) fn export_window(
@@ -112,8 +109,7 @@ impl Card {
         request: &ExportTlbDmabuf,
     ) -> Result<PendingExport> {
         let page = PAGE_SIZE as u64;
-        if request.argsz != EXPORT_TLB_DMABUF_SIZE
-            || request.flags != 0
+        if request.flags != 0
             || request.tlb_id >= MAX_WINDOWS
             || request.offset % page != 0
             || request.size % page != 0

@@ -28,6 +28,7 @@ use crate::{
         Target, //
     },
     noc_cleanup,
+    noc_io::NocAccess,
     power::PowerVote,
     rust_ext::{
         chrdev::{
@@ -67,6 +68,7 @@ use crate::{
         MapPeerBarIn,
         MapPeerBarOut,
         Mapping,
+        NocIo,
         PinPagesIn,
         PinPagesOutExtended,
         QueryMappingsIn,
@@ -216,6 +218,8 @@ impl FileOperations for Card {
             Command::GetHarvesting => Err(EINVAL),
             Command::ResetDevice => open.reset_device(arg),
             Command::MapPeerBar => open.map_peer_bar(file, arg),
+            Command::NocRead => open.noc_read(arg),
+            Command::NocWrite => open.noc_write(arg),
         }?;
         Ok(0)
     }
@@ -293,6 +297,8 @@ enum Command {
     GetHarvesting,
     ResetDevice,
     MapPeerBar,
+    NocRead,
+    NocWrite,
 }
 
 impl Command {
@@ -315,6 +321,8 @@ impl Command {
             uapi::GET_HARVESTING => return Some(Self::GetHarvesting),
             uapi::RESET_DEVICE => return Some(Self::ResetDevice),
             uapi::MAP_PEER_BAR => return Some(Self::MapPeerBar),
+            uapi::NOC_READ => return Some(Self::NocRead),
+            uapi::NOC_WRITE => return Some(Self::NocWrite),
             _ => {}
         }
         // Our commands carry their struct's size, which grows with new
@@ -359,20 +367,21 @@ fn write_sized_output(out: usize, output_size_bytes: u32, answer: &[u8]) -> Resu
     Ok(())
 }
 
-/// Reads one of our extensible structs (`argsz` first) into `bytes`.
+/// Reads an argument in the extensible style (`argsz` first, then
+/// `flags`) into `bytes`, the kernel's struct, whose size is also the
+/// struct's first version's: every command that has `argsz`, ours and
+/// tt-kmd's (SET_NOC_CLEANUP, SET_POWER_STATE, EXPORT_TLB_DMABUF, NOC_READ,
+/// NOC_WRITE), goes through here, so all negotiate alike (tt-kmd 2.11's
+/// `copy_struct_from_user` rule).
 ///
-/// `argsz` below the struct's first version is `EINVAL`; past the kernel's
-/// size, the caller's extra bytes must be zero (`E2BIG` otherwise) and are
-/// ignored. Returns the number of bytes to write back.
-fn read_extensible(arg: usize, bytes: &mut [u8]) -> Result<usize> {
-    // One copy for the usual caller, whose struct is the kernel's: argsz
-    // comes with it.
-    UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-        .reader()
-        .read_slice(bytes)?;
-    let mut argsz = [0u8; 4];
-    argsz.copy_from_slice(&bytes[..4]);
-    let argsz = u32::from_ne_bytes(argsz);
+/// `argsz` is read alone first: below the struct's size it is `EINVAL`
+/// without a byte past `argsz` being touched. Past the kernel's size, the
+/// caller's extra bytes must be zero (`E2BIG` otherwise) and are ignored:
+/// a newer program's struct with nothing set in what it added. An `argsz`
+/// above [`MAX_ARGSZ`] is `E2BIG` too. Flags and reserved fields are each
+/// command's to check.
+fn read_extensible(arg: usize, bytes: &mut [u8]) -> Result {
+    let argsz = read_u32(arg)?;
     if argsz > MAX_ARGSZ {
         return Err(E2BIG);
     }
@@ -380,9 +389,8 @@ fn read_extensible(arg: usize, bytes: &mut [u8]) -> Result<usize> {
     if argsz < bytes.len() {
         return Err(EINVAL);
     }
-    let tail_len = argsz - bytes.len();
-    let mut reader =
-        UserSlice::new(UserPtr::from_addr(arg.wrapping_add(bytes.len())), tail_len).reader();
+    let mut reader = UserSlice::new(UserPtr::from_addr(arg), argsz).reader();
+    reader.read_slice(bytes)?;
     let mut tail = [0u8; 64];
     while !reader.is_empty() {
         let chunk = reader.len().min(tail.len());
@@ -391,7 +399,7 @@ fn read_extensible(arg: usize, bytes: &mut [u8]) -> Result<usize> {
             return Err(E2BIG);
         }
     }
-    Ok(bytes.len())
+    Ok(())
 }
 
 fn write_back(arg: usize, bytes: &[u8]) -> Result {
@@ -1021,13 +1029,11 @@ impl OpenFile {
         )
     }
 
-    /// SET_NOC_CLEANUP, as tt-kmd 2.10 (src/noc_cleanup.rs): reads the
-    /// whole struct, writes nothing back.
+    /// SET_NOC_CLEANUP, as tt-kmd 2.11 (src/noc_cleanup.rs): `argsz`
+    /// negotiated, writes nothing back.
     fn set_noc_cleanup(&self, arg: usize) -> Result {
         let mut bytes = [0u8; SetNocCleanup::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
+        read_extensible(arg, &mut bytes)?;
         let cleanup = noc_cleanup::decode(&SetNocCleanup::decode(&bytes))?;
         if let Some(c) = cleanup {
             if !CardMemory::kernel_can_reach(self.card.tlb.layout(), c.x, c.y, c.noc, c.addr) {
@@ -1037,14 +1043,12 @@ impl OpenFile {
         self.card.noc_cleanups.set(self.owner.id(), cleanup)
     }
 
-    /// EXPORT_TLB_DMABUF, as tt-kmd 2.10 (src/export.rs): reads the whole
-    /// struct and writes it back with `fd`; the descriptor exists only once
-    /// that write succeeded.
+    /// EXPORT_TLB_DMABUF, as tt-kmd 2.10 (src/export.rs), with `argsz`
+    /// negotiated: writes the kernel's struct back with `fd`; the
+    /// descriptor exists only once that write succeeded.
     fn export_tlb_dmabuf(&self, arg: usize) -> Result {
         let mut bytes = [0u8; ExportTlbDmabuf::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
+        read_extensible(arg, &mut bytes)?;
         let mut request = ExportTlbDmabuf::decode(&bytes);
         let pending = self.card.export_window(self.owner.id(), &request)?;
         request.fd = pending.fd() as u32;
@@ -1054,17 +1058,36 @@ impl OpenFile {
         Ok(())
     }
 
-    /// SET_POWER_STATE, as tt-kmd 2.10 (src/power.rs): reads the whole
-    /// struct, writes nothing back.
+    /// SET_POWER_STATE, as tt-kmd 2.11 (src/power.rs): `argsz`
+    /// negotiated, writes nothing back.
     fn set_power_state(&self, arg: usize) -> Result {
         let mut bytes = [0u8; SetPowerState::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
+        read_extensible(arg, &mut bytes)?;
         let vote = PowerVote::decode(&SetPowerState::decode(&bytes))?;
         self.card
             .power
             .set(self.owner.id(), vote, &self.card.firmware())
+    }
+
+    /// NOC_READ, as tt-kmd 2.11 (src/noc_io.rs): writes the struct back
+    /// with `value`, the value read zero-extended.
+    fn noc_read(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; NocIo::SIZE];
+        read_extensible(arg, &mut bytes)?;
+        let mut request = NocIo::decode(&bytes);
+        let access = NocAccess::decode(&request)?;
+        request.value = self.card.noc_read(self.owner.id(), &access)?;
+        write_back(arg, &request.encode())
+    }
+
+    /// NOC_WRITE, as tt-kmd 2.11 (src/noc_io.rs): writes the low `width`
+    /// bytes of `value`, nothing back.
+    fn noc_write(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; NocIo::SIZE];
+        read_extensible(arg, &mut bytes)?;
+        let request = NocIo::decode(&bytes);
+        let access = NocAccess::decode(&request)?;
+        self.card.noc_write(self.owner.id(), &access, request.value)
     }
 
     /// mmap of a BAR or a window (see src/mapping.rs): `EINVAL` outside a

@@ -49,7 +49,10 @@
 
 use crate::{
     arbiter::OwnerId,
-    bars::Bars,
+    bars::{
+        Bars,
+        Width, //
+    },
     rust_ext::mm::{
         set_io_pfnmap,
         set_tag,
@@ -185,6 +188,17 @@ pub(crate) fn kernel_bar_parts(layout: &Layout) -> [Range<usize>; 3] {
         .and_then(|place| usize::try_from(place.bar_offset).ok())
         .unwrap_or(tlb_regs::TLB_REGS_BASE);
     [bar0..usize::MAX, 0..usize::MAX, 0..0]
+}
+
+/// The kernel's own window, aimed at what a caller asked for, while its
+/// mutex is held.
+struct AimedWindow<'a> {
+    bars: &'a Bars,
+    /// The resource (0: BAR0, 2: BAR4) and offset of the asked-for address.
+    resource: usize,
+    offset: usize,
+    /// BAR0 offset of the window's register.
+    register: usize,
 }
 
 /// The memory type a window is mapped with by its holder, fixed by its
@@ -605,19 +619,25 @@ impl CardMemory {
     }
 
     /// Aims the kernel's own window at NOC address `addr` of tile (`x`,
-    /// `y`) on `noc` and runs `f` with the BAR and offset that reach it,
-    /// the window held for `f`.
+    /// `y`) on `noc` and runs `f` with it, the window held for `f`: every
+    /// user aims it again under its mutex, so none finds it where another
+    /// left it, nor where a reset of the chip left it.
     fn through_kernel_window<R>(
         &self,
         layout: &Layout,
         (x, y, noc): (u16, u16, u8),
         addr: u64,
-        f: impl FnOnce(&Bars, usize, usize) -> Result<R>,
+        f: impl FnOnce(&AimedWindow<'_>) -> Result<R>,
     ) -> Result<R> {
         let (writes, resource, offset) = Self::kernel_target(layout, x, y, noc, addr)?;
         let _window = self.kernel_window.lock();
         self.write(&writes)?;
-        f(&self.bars, resource, offset)
+        f(&AimedWindow {
+            bars: &self.bars,
+            resource,
+            offset,
+            register: writes.offset,
+        })
     }
 
     /// Writes `value` at NOC address `addr` of `tile` through the kernel's
@@ -630,8 +650,8 @@ impl CardMemory {
         addr: u64,
         value: u32,
     ) -> Result {
-        self.through_kernel_window(layout, tile, addr, |bars, resource, offset| {
-            bars.write32_flushed(resource, offset, value)
+        self.through_kernel_window(layout, tile, addr, |w| {
+            w.bars.write32_flushed(w.resource, w.offset, value)
         })
     }
 
@@ -643,9 +663,7 @@ impl CardMemory {
         tile: (u16, u16, u8),
         addr: u64,
     ) -> Result<u32> {
-        self.through_kernel_window(layout, tile, addr, |bars, resource, offset| {
-            bars.read32(resource, offset)
-        })
+        self.through_kernel_window(layout, tile, addr, |w| w.bars.read32(w.resource, w.offset))
     }
 
     /// Writes `value` at NOC address `addr` of `tile` through the kernel's
@@ -658,8 +676,43 @@ impl CardMemory {
         addr: u64,
         value: u32,
     ) -> Result {
-        self.through_kernel_window(layout, tile, addr, |bars, resource, offset| {
-            bars.write32(resource, offset, value)
+        self.through_kernel_window(layout, tile, addr, |w| {
+            w.bars.write32(w.resource, w.offset, value)
+        })
+    }
+
+    /// Reads `width` at NOC address `addr` of `tile` through the kernel's
+    /// own window, in one access, zero-extended (NOC_READ).
+    pub(crate) fn kernel_noc_read(
+        &self,
+        layout: &Layout,
+        tile: (u16, u16, u8),
+        addr: u64,
+        width: Width,
+    ) -> Result<u64> {
+        self.through_kernel_window(layout, tile, addr, |w| {
+            w.bars.read(w.resource, w.offset, width)
+        })
+    }
+
+    /// Writes the low `width` of `value` at NOC address `addr` of `tile`
+    /// through the kernel's own window, in one access (NOC_WRITE). The
+    /// write is flushed to the card by reading the window's register
+    /// back, not the target: reading an arbitrary NOC address may have an
+    /// effect of its own (a FIFO), a register read has none, and PCIe
+    /// returns it only after the posted write before it.
+    pub(crate) fn kernel_noc_write(
+        &self,
+        layout: &Layout,
+        tile: (u16, u16, u8),
+        addr: u64,
+        width: Width,
+        value: u64,
+    ) -> Result {
+        self.through_kernel_window(layout, tile, addr, |w| {
+            w.bars.write(w.resource, w.offset, width, value)?;
+            w.bars.read32(0, w.register)?;
+            Ok(())
         })
     }
 

@@ -13,7 +13,8 @@
 //! tt-kmd, the write is read back (posted writes would otherwise reach the
 //! chip after the next holder got the locks), and a tile or address the
 //! window cannot reach is refused at the ioctl (`EINVAL`) instead of being
-//! written elsewhere at close.
+//! written elsewhere at close. `argsz` is negotiated as for every command
+//! that has one (tt-kmd 2.11; src/file.rs `read_extensible`).
 
 use crate::{
     arbiter::OwnerId,
@@ -24,9 +25,6 @@ use kernel::{
     prelude::*,
     sync::Mutex, //
 };
-
-/// The size of `struct tenstorrent_set_noc_cleanup`, its only `argsz`.
-const SET_NOC_CLEANUP_SIZE: u32 = 32;
 
 /// A registered cleanup write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,13 +37,13 @@ pub(crate) struct NocCleanup {
 }
 
 /// Checks SET_NOC_CLEANUP's argument: `Some` cleanup to register, `None`
-/// to clear it. `EINVAL` for a wrong `argsz`, flags, `enabled` not 0 or 1,
-/// `noc` not 0 or 1, coordinates past 63 (tt-kmd takes 64 and writes to
-/// tile 0), an address not 4-byte aligned. `reserved0` is not checked and
-/// only the low 32 bits of `data` count, as in tt-kmd.
+/// to clear it. `EINVAL` for flags or `reserved0` not 0 (tt-kmd 2.11 checks
+/// `reserved0`, 2.10 did not), `enabled` not 0 or 1, `noc` not 0 or 1,
+/// coordinates past 63 (tt-kmd takes 64 and writes to tile 0), an address
+/// not 4-byte aligned. Only the low 32 bits of `data` count, as in tt-kmd.
 pub(crate) fn decode(r: &SetNocCleanup) -> Result<Option<NocCleanup>> {
-    if r.argsz != SET_NOC_CLEANUP_SIZE
-        || r.flags != 0
+    if r.flags != 0
+        || r.reserved0 != 0
         || r.enabled > 1
         || r.addr & 3 != 0
         || r.noc > 1

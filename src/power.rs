@@ -52,8 +52,6 @@ use kernel::{
     },
 };
 
-/// The size of `struct tenstorrent_power_state`, its only `argsz`.
-const SET_POWER_STATE_SIZE: u32 = 40;
 /// The settings a vote can carry.
 pub(crate) const SETTINGS: usize = 14;
 /// Flag bit 0: the AI clock at its maximum.
@@ -96,15 +94,11 @@ impl PowerVote {
         }
     }
 
-    /// Checks SET_POWER_STATE's argument: `EINVAL` for a wrong `argsz`,
-    /// flags or `reserved0` not 0, or 15 settings. Flags and settings are
+    /// Checks SET_POWER_STATE's argument (`argsz` was checked when it was
+    /// read): `EINVAL` for flags or `reserved0` not 0, or 15 settings. Flags and settings are
     /// the firmware's to judge, as in tt-kmd.
     pub(crate) fn decode(r: &SetPowerState) -> Result<Self> {
-        if r.argsz != SET_POWER_STATE_SIZE
-            || r.flags != 0
-            || r.reserved0 != 0
-            || r.validity > VALIDITY_MAX
-        {
+        if r.flags != 0 || r.reserved0 != 0 || r.validity > VALIDITY_MAX {
             return Err(EINVAL);
         }
         let mut settings = [0u16; SETTINGS];

@@ -26,6 +26,7 @@ mod file;
 mod iatu;
 mod mapping;
 mod noc_cleanup;
+mod noc_io;
 mod open_gate;
 mod power;
 mod procfs;

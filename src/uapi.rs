@@ -30,6 +30,8 @@ pub(crate) const RESET_DEVICE: u32 = _IO(IOCTL_MAGIC, 6);
 pub(crate) const MAP_PEER_BAR: u32 = _IO(IOCTL_MAGIC, 9);
 pub(crate) const EXPORT_TLB_DMABUF: u32 = _IO(IOCTL_MAGIC, 16);
 pub(crate) const SET_POWER_STATE: u32 = _IO(IOCTL_MAGIC, 15);
+pub(crate) const NOC_READ: u32 = _IO(IOCTL_MAGIC, 18);
+pub(crate) const NOC_WRITE: u32 = _IO(IOCTL_MAGIC, 19);
 
 pub(crate) const LOCK_ACQUIRE_NR: u32 = 0x40;
 pub(crate) const LOCK_ACQUIRE_SET_NR: u32 = 0x41;
@@ -450,3 +452,21 @@ abi_struct!(
         size: u64,
     }
 );
+
+abi_struct!(
+    /// `struct tenstorrent_noc_read` and `struct tenstorrent_noc_write`,
+    /// which share one layout (tt-kmd 2.11).
+    NocIo {
+        argsz: u32,
+        flags: u32,
+        x: u16,
+        y: u16,
+        noc: u8,
+        width: u8,
+        reserved0: [u8; 2],
+        addr: u64,
+        value: u64,
+    }
+);
+
+const _: () = assert!(NocIo::SIZE == 32);

@@ -103,9 +103,8 @@ mod tests {
             (v.validity, v.flags, &v.settings[..3]),
             (0x2F, 5, &[1, 2, 0][..])
         );
+        // `argsz` is the ioctl layer's (src/file.rs `read_extensible`).
         for bad in [
-            SetPowerState { argsz: 39, ..good },
-            SetPowerState { argsz: 41, ..good },
             SetPowerState { flags: 1, ..good },
             SetPowerState {
                 reserved0: 1,

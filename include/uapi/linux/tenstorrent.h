@@ -76,6 +76,17 @@
 #define TENSTORRENT_IOCTL_EXPORT_TLB_DMABUF	_IO(TENSTORRENT_IOCTL_MAGIC, 16)
 #define TENSTORRENT_IOCTL_RESET_DEVICE		_IO(TENSTORRENT_IOCTL_MAGIC, 6)
 #define TENSTORRENT_IOCTL_MAP_PEER_BAR		_IO(TENSTORRENT_IOCTL_MAGIC, 9)
+#define TENSTORRENT_IOCTL_NOC_READ		_IO(TENSTORRENT_IOCTL_MAGIC, 18)
+#define TENSTORRENT_IOCTL_NOC_WRITE		_IO(TENSTORRENT_IOCTL_MAGIC, 19)
+
+/*
+ * The C driver's commands that start with `argsz` (SET_NOC_CLEANUP,
+ * SET_POWER_STATE, EXPORT_TLB_DMABUF, NOC_READ, NOC_WRITE) negotiate it as
+ * tt-kmd 2.11 does, and as this module's own commands do: argsz below the
+ * struct's size is EINVAL (nothing past argsz is read), a larger argsz is
+ * accepted when the bytes past the kernel's struct are zero (E2BIG
+ * otherwise, and above 4096), unknown flags are EINVAL.
+ */
 
 /*
  * The "output_size_bytes" rule of the three commands above: the kernel reads
@@ -535,9 +546,9 @@ struct tenstorrent_unpin_pages {
  * address `addr` (4-byte aligned) of tile (x, y) on `noc` when this file
  * is released, through its own TLB window with strict ordering, before the
  * file's DMA, locks and TLB windows go, also after kill -9. A second call
- * replaces the first. EINVAL for argsz != 32, flags != 0, enabled or noc
- * above 1, x or y above 63, an unaligned address or one the window cannot
- * reach (Wormhole: 2^36 and up). reserved0 is not checked.
+ * replaces the first. EINVAL for flags or reserved0 != 0 (tt-kmd 2.11),
+ * enabled or noc above 1, x or y above 63, an unaligned address or one the
+ * window cannot reach (Wormhole: 2^36 and up); argsz as above.
  */
 struct tenstorrent_set_noc_cleanup {
 	__u32 argsz;
@@ -559,8 +570,8 @@ struct tenstorrent_set_noc_cleanup {
  * what the open files' votes add up to (a flag is on if any vote has it or
  * does not cover it, a setting is the largest asked for) whenever a vote
  * changes, a file with a vote closes, or the last one does (Wormhole: after
- * the module's idle_power_down_grace_ms). EINVAL for argsz != 40, flags or
- * reserved0 != 0, 15 settings, or when the firmware did not take the state
+ * the module's idle_power_down_grace_ms). argsz as above; EINVAL for flags
+ * or reserved0 != 0, 15 settings, or when the firmware did not take the state
  * (the vote stays). The kernel writes nothing back.
  */
 #define TT_POWER_FLAG_MAX_AI_CLK	(1U << 0)
@@ -587,8 +598,9 @@ struct tenstorrent_power_state {
  * for peer-to-peer importers; `fd` is its new descriptor (close-on-exec).
  * The export holds the window (it survives FREE_TLB and close) until the
  * dma-buf is released; RESET_DEVICE 1-5 is EBUSY meanwhile; unbind revokes
- * it. EINVAL for argsz != 32, flags, tlb_id >= 256 or of no window, offset
- * or size not page-aligned or past the window; EPERM for a window not held.
+ * it. argsz as above (the kernel writes its own struct back); EINVAL for
+ * flags, tlb_id >= 256 or of no window, offset or size not page-aligned or
+ * past the window; EPERM for a window not held.
  */
 struct tenstorrent_export_tlb_dmabuf {
 	__u32 argsz;
@@ -666,6 +678,48 @@ struct tenstorrent_map_peer_bar_out {
 struct tenstorrent_map_peer_bar {
 	struct tenstorrent_map_peer_bar_in in;
 	struct tenstorrent_map_peer_bar_out out;
+};
+
+/*
+ * NOC_READ and NOC_WRITE (tt-kmd 2.11): one access of `width` bytes (1, 2,
+ * 4 or 8) at NOC address `addr` of tile (x, y) on NOC `noc`, made by the
+ * kernel through its own TLB window, aimed again for every access. NOC_READ
+ * writes the struct back with `value` (zero-extended); NOC_WRITE writes the
+ * low `width` bytes of `value` and returns once the write has reached the
+ * card. Nothing is mapped, so a reset cannot raise SIGBUS: an access waits
+ * while a reset of the card runs, then answers ENODEV if the reset fenced
+ * this file (as every command then does). Slower than a window the caller
+ * maps; for tools that watch a card while something else runs on it.
+ * Whether a 1 or 2-byte access to a register is one access of that width
+ * on the chip is the hardware's: the kernel makes one access of `width`
+ * through the window, but does not promise narrower register accesses.
+ * argsz as above; EINVAL for flags or reserved0 != 0, noc above 1, a width
+ * other than 1, 2, 4, 8, an address not aligned to the width, and what the
+ * window cannot reach: x or y above 63, on Wormhole an address of 2^36 and
+ * up.
+ */
+struct tenstorrent_noc_read {
+	__u32 argsz;
+	__u32 flags;
+	__u16 x;
+	__u16 y;
+	__u8 noc;
+	__u8 width;
+	__u8 reserved0[2];
+	__u64 addr;
+	__u64 value;
+};
+
+struct tenstorrent_noc_write {
+	__u32 argsz;
+	__u32 flags;
+	__u16 x;
+	__u16 y;
+	__u8 noc;
+	__u8 width;
+	__u8 reserved0[2];
+	__u64 addr;
+	__u64 value;
 };
 
 #endif /* _UAPI_LINUX_TENSTORRENT_H */

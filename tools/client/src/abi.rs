@@ -561,7 +561,7 @@ abi_struct! {
 
     /// EXPORT_TLB_DMABUF argument.
     "tenstorrent_export_tlb_dmabuf" => pub struct ExportTlbDmabuf {
-        /// 32.
+        /// At least 32 (the bytes past 32 zero).
         pub argsz: u32,
         /// 0.
         pub flags: u32,
@@ -577,7 +577,7 @@ abi_struct! {
 
     /// SET_POWER_STATE argument.
     "tenstorrent_power_state" => pub struct PowerState {
-        /// 40.
+        /// At least 40 (the bytes past 40 zero).
         pub argsz: u32,
         /// 0.
         pub flags: u32,
@@ -593,7 +593,7 @@ abi_struct! {
 
     /// SET_NOC_CLEANUP argument.
     "tenstorrent_set_noc_cleanup" => pub struct SetNocCleanup {
-        /// 32.
+        /// At least 32 (the bytes past 32 zero).
         pub argsz: u32,
         /// 0.
         pub flags: u32,
@@ -605,12 +605,56 @@ abi_struct! {
         pub y: u8,
         /// Which NOC.
         pub noc: u8,
-        /// Not checked.
+        /// 0.
         pub reserved0: u32,
         /// NOC address, 4-byte aligned.
         pub addr: u64,
         /// The low 32 bits are written.
         pub data: u64,
+    }
+
+    /// NOC_READ argument.
+    "tenstorrent_noc_read" => pub struct NocRead {
+        /// At least 32 (the bytes past 32 zero).
+        pub argsz: u32,
+        /// 0.
+        pub flags: u32,
+        /// Tile, in the coordinates of `noc`.
+        pub x: u16,
+        /// Tile.
+        pub y: u16,
+        /// Which NOC: 0 or 1.
+        pub noc: u8,
+        /// 1, 2, 4 or 8 bytes; `addr` aligned to it.
+        pub width: u8,
+        /// 0.
+        pub reserved0: [u8; 2],
+        /// NOC address in the tile.
+        pub addr: u64,
+        /// Out: the value read, zero-extended.
+        pub value: u64,
+    }
+
+    /// NOC_WRITE argument.
+    "tenstorrent_noc_write" => pub struct NocWrite {
+        /// At least 32 (the bytes past 32 zero).
+        pub argsz: u32,
+        /// 0.
+        pub flags: u32,
+        /// Tile, in the coordinates of `noc`.
+        pub x: u16,
+        /// Tile.
+        pub y: u16,
+        /// Which NOC: 0 or 1.
+        pub noc: u8,
+        /// 1, 2, 4 or 8 bytes; `addr` aligned to it.
+        pub width: u8,
+        /// 0.
+        pub reserved0: [u8; 2],
+        /// NOC address in the tile.
+        pub addr: u64,
+        /// Its low `width` bytes are written.
+        pub value: u64,
     }
 }
 
@@ -634,7 +678,12 @@ extensible!(
     LockAcquireSet,
     LockRelease,
     LockQuery,
-    TlbAllocate
+    TlbAllocate,
+    SetNocCleanup,
+    PowerState,
+    ExportTlbDmabuf,
+    NocRead,
+    NocWrite
 );
 
 // ---- constants ------------------------------------------------------------
@@ -688,6 +737,10 @@ pub const IOCTL_SET_NOC_CLEANUP: u32 = io(IOCTL_MAGIC, 14);
 pub const IOCTL_EXPORT_TLB_DMABUF: u32 = io(IOCTL_MAGIC, 16);
 /// SET_POWER_STATE, `_IO(0xFA, 15)` (C driver).
 pub const IOCTL_SET_POWER_STATE: u32 = io(IOCTL_MAGIC, 15);
+/// NOC_READ, `_IO(0xFA, 18)` (C driver 2.11).
+pub const IOCTL_NOC_READ: u32 = io(IOCTL_MAGIC, 18);
+/// NOC_WRITE, `_IO(0xFA, 19)` (C driver 2.11).
+pub const IOCTL_NOC_WRITE: u32 = io(IOCTL_MAGIC, 19);
 /// SET_POWER_STATE flag: the AI clock at its maximum.
 pub const POWER_FLAG_MAX_AI_CLK: u16 = 1 << 0;
 /// SET_POWER_STATE flag: Tensix cores enabled.
@@ -917,6 +970,8 @@ pub const DEFINES: &[(&str, u64)] = &[
         "TENSTORRENT_IOCTL_EXPORT_TLB_DMABUF",
         IOCTL_EXPORT_TLB_DMABUF as u64,
     ),
+    ("TENSTORRENT_IOCTL_NOC_READ", IOCTL_NOC_READ as u64),
+    ("TENSTORRENT_IOCTL_NOC_WRITE", IOCTL_NOC_WRITE as u64),
     (
         "TENSTORRENT_ALLOCATE_DMA_BUF_NOC_DMA",
         ALLOCATE_DMA_BUF_NOC_DMA as u64,
@@ -1040,6 +1095,8 @@ mod tests {
         entry::<SetNocCleanup>(&mut m);
         entry::<PowerState>(&mut m);
         entry::<ExportTlbDmabuf>(&mut m);
+        entry::<NocRead>(&mut m);
+        entry::<NocWrite>(&mut m);
         entry::<MapPeerBarIn>(&mut m);
         entry::<MapPeerBarOut>(&mut m);
         entry::<MapPeerBar>(&mut m);
@@ -1158,6 +1215,11 @@ mod tests {
         assert_eq!(LockAcquireSet::new().argsz, 48);
         assert_eq!(LockRelease::new().argsz, 16);
         assert_eq!(LockQuery::new().argsz, 80);
+        assert_eq!(NocRead::new().argsz, 32);
+        assert_eq!(NocWrite::new().argsz, 32);
+        assert_eq!(SetNocCleanup::new().argsz, 32);
+        assert_eq!(PowerState::new().argsz, 40);
+        assert_eq!(ExportTlbDmabuf::new().argsz, 32);
     }
 
     #[test]

@@ -228,6 +228,59 @@ impl Device {
         Ok(arg.output.value)
     }
 
+    /// NOC_READ: `width` bytes (1, 2, 4 or 8; `addr` aligned to it) at NOC
+    /// address `addr` of tile (`x`, `y`) on NOC `noc`, read by the kernel
+    /// through its own window, zero-extended. Nothing is mapped, so a reset
+    /// of the card is an `ENODEV` error here, never a `SIGBUS`.
+    ///
+    /// ```no_run
+    /// use tt_arbiter::Device;
+    /// # fn main() -> std::io::Result<()> {
+    /// let dev = Device::open_index(0)?;
+    /// // NOC_NODE_ID of Wormhole's ARC tile.
+    /// let id = dev.noc_read(0, 10, 0, 0xFFFB_2002C, 4)?;
+    /// println!("x {} y {}", id & 0x3f, (id >> 6) & 0x3f);
+    /// # Ok(()) }
+    /// ```
+    pub fn noc_read(&self, x: u16, y: u16, noc: u8, addr: u64, width: u8) -> io::Result<u64> {
+        let mut arg = abi::NocRead {
+            x,
+            y,
+            noc,
+            width,
+            addr,
+            ..abi::NocRead::new()
+        };
+        self.ioctl(abi::IOCTL_NOC_READ, &mut arg)?;
+        Ok(arg.value)
+    }
+
+    /// NOC_WRITE: the low `width` bytes (1, 2, 4 or 8; `addr` aligned to
+    /// it) of `value` at NOC address `addr` of tile (`x`, `y`) on NOC
+    /// `noc`, written by the kernel through its own window; it has reached
+    /// the card when this returns.
+    pub fn noc_write(
+        &self,
+        x: u16,
+        y: u16,
+        noc: u8,
+        addr: u64,
+        width: u8,
+        value: u64,
+    ) -> io::Result<()> {
+        let mut arg = abi::NocWrite {
+            x,
+            y,
+            noc,
+            width,
+            addr,
+            value,
+            ..abi::NocWrite::new()
+        };
+        self.ioctl(abi::IOCTL_NOC_WRITE, &mut arg)?;
+        Ok(())
+    }
+
     /// ACQUIRE: takes lock `index`, waiting as `wait` says.
     ///
     /// ```no_run

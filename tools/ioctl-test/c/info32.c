@@ -3,7 +3,8 @@
  * info32: the ABI from 32-bit userspace (built with -m32 -static), through
  * the kernel's compat ioctl path: GET_DRIVER_INFO and GET_DEVICE_INFO on
  * both cards checked against sysfs, then QUERY, ACQUIRE, ACQUIRE_SET and
- * RELEASE, whose layout must be the same as for 64-bit programs. TAP output.
+ * RELEASE, whose layout must be the same as for 64-bit programs, and
+ * NOC_WRITE / NOC_READ with their 64-bit address and value. TAP output.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +33,10 @@ _Static_assert(sizeof(struct tenstorrent_lock_release) == 16, "release");
 _Static_assert(sizeof(struct tenstorrent_lock_query) == 80, "query");
 _Static_assert(offsetof(struct tenstorrent_lock_acquire, deadline_ns) == 16, "deadline_ns");
 _Static_assert(offsetof(struct tenstorrent_lock_query, acquisitions) == 48, "acquisitions");
+_Static_assert(sizeof(struct tenstorrent_noc_read) == 32, "noc_read");
+_Static_assert(sizeof(struct tenstorrent_noc_write) == 32, "noc_write");
+_Static_assert(offsetof(struct tenstorrent_noc_read, addr) == 16, "noc_read addr");
+_Static_assert(offsetof(struct tenstorrent_noc_write, value) == 24, "noc_write value");
 
 #define IDX 43
 
@@ -176,6 +181,50 @@ static int release(int fd, uint64_t mask)
 	return ioctl(fd, TENSTORRENT_IOCTL_LOCK_RELEASE, &r);
 }
 
+/*
+ * NOC_WRITE of 8 bytes to a Tensix tile's L1 (card 0 Wormhole (1, 1), card
+ * 1 Blackhole (1, 2)), then NOC_READ of 8 and of the upper 4: the 64-bit
+ * fields cross the compat path whole.
+ */
+static void noc_io(int card)
+{
+	struct tenstorrent_noc_write w;
+	struct tenstorrent_noc_read r;
+	const uint64_t value = 0x8badf00d12345678ull ^ (uint64_t)card;
+	int fd = open_card(card);
+
+	if (fd < 0) {
+		tap_fail("open card %d: %s", card, strerror(errno));
+		return;
+	}
+	memset(&w, 0, sizeof(w));
+	w.argsz = sizeof(w);
+	w.x = 1;
+	w.y = card == 0 ? 1 : 2;
+	w.width = 8;
+	w.addr = 0x41000;
+	w.value = value;
+	CHECK(ioctl(fd, TENSTORRENT_IOCTL_NOC_WRITE, &w) == 0, "NOC_WRITE: %s", strerror(errno));
+	memset(&r, 0, sizeof(r));
+	r.argsz = sizeof(r);
+	r.x = w.x;
+	r.y = w.y;
+	r.width = 8;
+	r.addr = w.addr;
+	if (ioctl(fd, TENSTORRENT_IOCTL_NOC_READ, &r) < 0)
+		tap_fail("NOC_READ: %s", strerror(errno));
+	else
+		CHECK(r.value == value, "NOC_READ of 8 bytes: %#llx", (unsigned long long)r.value);
+	r.width = 4;
+	r.addr = w.addr + 4;
+	if (ioctl(fd, TENSTORRENT_IOCTL_NOC_READ, &r) < 0)
+		tap_fail("NOC_READ: %s", strerror(errno));
+	else
+		CHECK(r.value == value >> 32, "NOC_READ of the upper 4 bytes: %#llx",
+		      (unsigned long long)r.value);
+	close(fd);
+}
+
 int main(void)
 {
 	struct tenstorrent_lock_acquire a;
@@ -194,6 +243,10 @@ int main(void)
 		snprintf(name, sizeof(name), "GET_DEVICE_INFO card %d (32-bit)", card);
 		tap_begin(name);
 		device_info(card);
+		tap_end();
+		snprintf(name, sizeof(name), "NOC_WRITE and NOC_READ card %d (32-bit)", card);
+		tap_begin(name);
+		noc_io(card);
 		tap_end();
 	}
 

@@ -387,6 +387,8 @@ pub fn unknown_ioctls_enotty() -> TestResult {
         abi::IOCTL_LOCK_ACQUIRE_SET,
         abi::IOCTL_LOCK_RELEASE,
         abi::IOCTL_LOCK_QUERY,
+        abi::IOCTL_NOC_READ,
+        abi::IOCTL_NOC_WRITE,
     ];
     // EXPORT_TLB_DMABUF is known: a zeroed argument is EINVAL (argsz).
     let mut export = [0u8; 32];

@@ -92,6 +92,17 @@ fn all_enodev(dev: &Device, who: &str) -> TestResult {
         )?;
     }
     expect_errno(release(dev, bit(3)), e, &format!("{who}: RELEASE"))?;
+    // Card 0's Tensix tile (1, 1).
+    expect_errno(
+        dev.noc_read(1, 1, 0, 0x4_0000, 4),
+        e,
+        &format!("{who}: NOC_READ"),
+    )?;
+    expect_errno(
+        dev.noc_write(1, 1, 0, 0x4_0000, 4, 0),
+        e,
+        &format!("{who}: NOC_WRITE"),
+    )?;
     expect_errno(
         dev.query(3).map_err(io::Error::from),
         e,

@@ -1,5 +1,6 @@
 //! Every scenario, in run order (the ones that unbind cards last).
 
+mod argsz;
 mod card;
 mod client;
 mod compat;
@@ -10,6 +11,7 @@ mod info;
 mod lifecycle;
 mod locks;
 mod mapping;
+mod noc_io;
 mod power;
 mod release;
 mod reliability;
@@ -85,6 +87,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "validation/argsz_larger_than_struct" => validation::argsz_larger_than_struct;
     "validation/wrong_size_bits_enotty" => validation::wrong_size_bits_enotty;
     "validation/efault_on_write_back_undoes_the_grant" => validation::efault_on_write_back_undoes_the_grant;
+    "validation/argsz_every_command" => argsz::every_argsz_command;
     "stress/mutual_exclusion" => stress::mutual_exclusion, 180;
     "stress/overlapping_sets" => stress::overlapping_sets, 180;
     "tlb/layout_counts_wormhole" => tlb::layout_counts_wormhole;
@@ -147,11 +150,15 @@ pub const ALL: &[Scenario] = scenarios! {
     "dma/unbind_frees_buffers_and_pins" => dma::unbind_frees_buffers_and_pins;
     "release/noc_cleanup_after_kill" => release::noc_cleanup_after_kill;
     "release/noc_cleanup_cleared_and_refusals" => release::noc_cleanup_cleared_and_refusals;
+    "noc_io/refusals" => noc_io::refusals;
+    "noc_io/widths_against_a_window" => noc_io::widths_against_a_window, 120;
+    "noc_io/shares_the_kernel_window" => noc_io::shares_the_kernel_window, 300;
     "power/votes_reach_the_firmware" => power::votes_reach_the_firmware, 120;
     "telemetry/attributes_and_hwmon" => telemetry::attributes_and_hwmon;
     "reset/restore_state_and_post_reset" => reset::restore_state_and_post_reset;
     "reset/each_flag_against_the_emulator" => reset::each_flag_against_the_emulator, 120;
     "reset/other_files_fenced" => reset::other_files_fenced, 120;
+    "noc_io/during_resets" => noc_io::during_resets, 180;
     "open/exclusive_combinations" => excl::exclusive_combinations;
     "open/exclusive_waits_in_order" => excl::exclusive_waits_in_order;
     "lifecycle/module_unload_refused_while_open" => lifecycle::module_unload_refused_while_open;

@@ -127,7 +127,8 @@ pub fn noc_cleanup_cleared_and_refusals() -> TestResult {
         let good = cleanup(tile.0, tile.1, addr + 4, 0x2222_2222);
         let mut bad = [good; 9];
         bad[0].argsz = 31;
-        bad[1].argsz = 40;
+        // Checked since tt-kmd 2.11.
+        bad[1].reserved0 = 1;
         bad[2].flags = 1;
         bad[3].enabled = 2;
         bad[4].addr = addr + 2;

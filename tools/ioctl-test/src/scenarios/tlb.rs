@@ -550,7 +550,7 @@ pub fn export_dmabuf() -> TestResult {
             ..abi::ExportTlbDmabuf::default()
         };
         bad(abi::ExportTlbDmabuf { argsz: 31, ..good }, "argsz 31")?;
-        bad(abi::ExportTlbDmabuf { argsz: 40, ..good }, "argsz 40")?;
+        bad(abi::ExportTlbDmabuf { argsz: 0, ..good }, "argsz 0")?;
         bad(abi::ExportTlbDmabuf { flags: 1, ..good }, "flags 1")?;
         bad(
             abi::ExportTlbDmabuf {

@@ -317,7 +317,7 @@ enum Known {
     /// The C driver's DMA, reset and cleanup commands (GET_HARVESTING,
     /// ALLOCATE_DMA_BUF, FREE_DMA_BUF, RESET_DEVICE, PIN_PAGES,
     /// MAP_PEER_BAR, UNPIN_PAGES, SET_NOC_CLEANUP, SET_POWER_STATE,
-    /// EXPORT_TLB_DMABUF): they
+    /// EXPORT_TLB_DMABUF, NOC_READ, NOC_WRITE): they
     /// write only their `out`, from `at`, at most `len` bytes or (with
     /// `sized`) `output_size_bytes`. Those that answer without reading
     /// anything (`reads` false) are not EFAULT for a bad pointer.
@@ -381,10 +381,18 @@ fn known(cmd: u32) -> Option<Known> {
                 reads: true,
             })
         }
-        c if c == abi::IOCTL_EXPORT_TLB_DMABUF => {
+        c if c == abi::IOCTL_EXPORT_TLB_DMABUF || c == abi::IOCTL_NOC_READ => {
             return Some(Known::CDriver {
                 at: 0,
                 len: 32,
+                sized: false,
+                reads: true,
+            })
+        }
+        c if c == abi::IOCTL_NOC_WRITE => {
+            return Some(Known::CDriver {
+                at: 0,
+                len: 0,
                 sized: false,
                 reads: true,
             })
@@ -475,6 +483,8 @@ fn judge(input: &Input, errno: i32) -> TestResult {
             0,
             libc::EFAULT,
             libc::EINVAL,
+            // The argsz commands' long argsz with a non-zero tail.
+            libc::E2BIG,
             libc::EPERM,
             libc::ENOMEM,
             libc::ENOSPC,
@@ -834,6 +844,68 @@ fn gen_old(rng: &mut Rng) -> (u32, Vec<u8>) {
     (cmd, b)
 }
 
+/// The C driver's argsz commands that reach the chip: SET_NOC_CLEANUP,
+/// NOC_READ and NOC_WRITE, with random flags, widths, alignment, reserved
+/// bytes and argsz. Their tile is a Tensix tile's L1 or coordinates no tile
+/// has: a NOC_WRITE (or a cleanup write at close) anywhere else could reset
+/// the chip or break its firmware under the other scenarios.
+fn gen_noc(rng: &mut Rng, card: u32) -> (u32, Vec<u8>) {
+    let (x, y) = if card == 0 { (1u16, 1u16) } else { (1, 2) };
+    let cmd = pick(
+        rng,
+        &[
+            abi::IOCTL_SET_NOC_CLEANUP,
+            abi::IOCTL_NOC_READ,
+            abi::IOCTL_NOC_WRITE,
+        ],
+    );
+    let own = 32usize;
+    let mut b = vec![0u8; own];
+    let (x, y) = if rng.below(8) == 0 {
+        (64 + rng.below(0xFFC0) as u16, rng.below(0x10000) as u16)
+    } else {
+        (x, y)
+    };
+    if rng.below(8) == 0 {
+        put32(&mut b, 4, 1 << rng.below(32));
+    }
+    let addr = rng.below(1 << 20) & !pick(rng, &[0u64, 0, 1, 3, 7]);
+    if cmd == abi::IOCTL_SET_NOC_CLEANUP {
+        b[8] = pick(rng, &[0, 1, 1, 2]);
+        b[9] = x as u8;
+        b[10] = y as u8;
+        b[11] = pick(rng, &[0, 0, 1, 2]);
+        if rng.below(8) == 0 {
+            put32(&mut b, 12, rng.next() as u32);
+        }
+        put64(&mut b, 16, addr & !3);
+        put64(&mut b, 24, rng.next());
+    } else {
+        b[8..10].copy_from_slice(&x.to_ne_bytes());
+        b[10..12].copy_from_slice(&y.to_ne_bytes());
+        b[12] = pick(rng, &[0, 0, 1, 2]);
+        b[13] = pick(rng, &[1, 2, 4, 8, 8, 0, 3, 16]);
+        if rng.below(8) == 0 {
+            b[14 + rng.below(2) as usize] = 1 + rng.below(255) as u8;
+        }
+        put64(&mut b, 16, addr);
+        put64(&mut b, 24, rng.next());
+    }
+    let mut argsz = own as u32;
+    if rng.below(4) == 0 {
+        argsz = pick(rng, &[0, 4, 31, 33, 40, 4096, 4097, u32::MAX]);
+        if argsz as usize > own && argsz <= 4096 {
+            b.resize(argsz as usize, 0);
+            if rng.below(2) == 0 {
+                let at = own + rng.below((argsz as usize - own) as u64) as usize;
+                b[at] = 1 + rng.below(255) as u8;
+            }
+        }
+    }
+    put32(&mut b, 0, argsz);
+    (cmd, b)
+}
+
 /// A RESET_DEVICE that resets (flags 1-5) would fence the fuzzer's own
 /// files and reset the chip under it: those flags become an unknown one.
 fn gen_cmd_bytes(rng: &mut Rng) -> (u32, Vec<u8>) {
@@ -916,7 +988,11 @@ fn gen_ptr(rng: &mut Rng, len: usize) -> Ptr {
 
 fn gen_input(rng: &mut Rng) -> Input {
     let card = rng.below(2) as u32;
-    let (cmd, bytes) = gen_cmd_bytes(rng);
+    let (cmd, bytes) = if rng.below(10) == 0 {
+        gen_noc(rng, card)
+    } else {
+        gen_cmd_bytes(rng)
+    };
     let ptr = gen_ptr(rng, bytes.len());
     Input {
         card,

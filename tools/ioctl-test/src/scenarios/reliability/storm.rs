@@ -3,6 +3,9 @@
 //! cards while a supervisor SIGKILLs random ones at random moments and
 //! starts replacements. Each worker also holds a mapped window on each
 //! card, touched as it goes: after every round all windows are free again.
+//! And it writes and reads back a word of its own through NOC_WRITE and
+//! NOC_READ now and then: the kernel's window, shared by every worker and
+//! the driver, gives each its own word back, kills included.
 //!
 //! Accounting that stays exact across kills. Each worker keeps, per (card,
 //! lock), one 64-bit word in shared memory holding its grant count and
@@ -232,6 +235,23 @@ fn worker(st: &Storm, slot: usize, seed: u64) -> i32 {
         let deadline = now_ns() + rng.below(3_000_000);
         if let Some(map) = windows.get(card as usize) {
             let _ = map.read32(0);
+        }
+        if n % 4 == 0 {
+            let tile = super::super::mapping::tensix(super::super::mapping::chip(card));
+            let at = 0x5_0000 + 8 * slot as u64;
+            let word = seed ^ n;
+            let back = super::super::noc_io::noc_write(dev, tile, 0, at, 8, word)
+                .and_then(|_| super::super::noc_io::noc_read(dev, tile, 0, at, 8));
+            match back {
+                Ok(v) if v == word => {}
+                r => {
+                    st.errors.report(&format!(
+                        "worker {id} card {card}: NOC_WRITE {word:#x} then NOC_READ: {}",
+                        outcome(&r)
+                    ));
+                    return 1;
+                }
+            }
         }
         st.mark(slot, card, mask, PENDING);
         st.w(slot, W_OPS).fetch_add(1, Ordering::SeqCst);
