@@ -1230,10 +1230,12 @@ pub fn buffers_charged_to_memcg() -> TestResult {
             )?;
             ctx(std::fs::write(&max, "max"), &max)?;
             drop(dev);
+            // Less than half the buffer left: the rest of the group's
+            // charge moves a little on its own (a page seen).
             let after = memory_current(&group)?;
             ensure!(
-                after + (2 << 20) <= with,
-                "memory.current {with} with the buffer, {after} after close"
+                after < before + (1 << 20),
+                "memory.current {before} before the buffer, {with} with it, {after} after close"
             );
             Ok(())
         })?;

@@ -491,6 +491,11 @@ pub fn during_resets() -> TestResult {
                 let dev = open(n)?;
                 let mut first = true;
                 loop {
+                    // Read before the call: the call made after the reset
+                    // returned is checked too (a worker that did not run
+                    // during the reset still meets its fence; seen passing
+                    // the fenced check with no error at all otherwise).
+                    let stopping = t.u64(STOP).load(Ordering::Acquire) != 0;
                     let r = noc_read(&dev, tile, 0, BASE, 4)
                         .and_then(|v| noc_write(&dev, mirrored, 1, BASE + 8, 4, v).map(|_| v));
                     match r {
@@ -520,7 +525,7 @@ pub fn during_resets() -> TestResult {
                         link.send("running")?;
                         first = false;
                     }
-                    if t.u64(STOP).load(Ordering::Acquire) != 0 {
+                    if stopping {
                         break;
                     }
                 }
