@@ -31,6 +31,7 @@ mod power;
 mod procfs;
 mod registry;
 mod reset;
+mod smc;
 #[path = "../rust/mod.rs"]
 mod rust_ext;
 mod sysfs;

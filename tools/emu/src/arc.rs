@@ -2068,7 +2068,10 @@ mod tests {
             if arch == WH {
                 assert_eq!(kmd_wh_send(&mut fw, msg::NOP, 0, 0), Ok(0), "mailbox");
             }
-            assert!(fw.messages().iter().all(|m| m.channel != Channel::Queue { index: 0 }));
+            assert!(fw
+                .messages()
+                .iter()
+                .all(|m| m.channel != Channel::Queue { index: 0 }));
             // Back to normal: what waited is served at once.
             fw.set_queue_latency(Duration::ZERO);
             let m = fw.messages().last().unwrap().clone();

@@ -182,7 +182,9 @@ pub fn parse(line: &str) -> Result<Option<Command>, String> {
         "arc-slow" => {
             want(1, "arc-slow MS")?;
             let ms = number(args[0], "arc-slow")?;
-            Command::ArcSlow(u32::try_from(ms).map_err(|_| "arc-slow: MS is too large".to_string())?)
+            Command::ArcSlow(
+                u32::try_from(ms).map_err(|_| "arc-slow: MS is too large".to_string())?,
+            )
         }
         "msi" => want(0, "msi").map(|_| Command::Msi)?,
         "unplug" => want(0, "unplug").map(|_| Command::Unplug)?,
