@@ -19,16 +19,16 @@ use crate::{
     open_gate::OpenGate,
     power::CardPower,
     reset::CardFunction,
-    smc::{
-        SmcQueue,
-        POLL_PERIOD_MS, //
-    },
     rust_ext::{
         task::{
             comm,
             TASK_COMM_LEN, //
         },
         workqueue::cancel_delayed_work_sync,
+    },
+    smc::{
+        SmcQueue,
+        POLL_PERIOD_MS, //
     },
     telemetry::Telemetry,
     tlb::{

@@ -44,6 +44,7 @@ use crate::{
         },
         time::monotonic_from_caller, //
     },
+    smc::Outcome,
     tlb::{
         TlbError,
         MAX_WINDOWS, //
@@ -81,7 +82,6 @@ use crate::{
         TlbAllocate,
         UnpinPagesIn, //
     },
-    smc::Outcome,
     wait::Wait,
     VERSION, //
 };

@@ -69,8 +69,7 @@ use core::sync::atomic::{
     Ordering, //
 };
 use kernel::{
-    new_mutex,
-    new_poll_condvar,
+    new_mutex, new_poll_condvar,
     prelude::*,
     sync::{
         poll::PollCondVar,
@@ -88,6 +87,9 @@ use kernel::{
 pub(crate) const MSG_TIMEOUT_MS: u32 = 1000;
 /// How often the queue is looked at while a message is outstanding.
 pub(crate) const POLL_PERIOD_MS: u32 = 1;
+/// Longest a driver message waits, queued and sent (one message ahead of
+/// it and its own, at the default deadline).
+pub(crate) const KERNEL_WAIT_MS: u32 = 2 * MSG_TIMEOUT_MS;
 /// How often a driver message's sender looks at the queue itself.
 const KERNEL_POLL_INTERVAL: Delta = Delta::from_micros(100);
 /// Most responses collected and messages sent in one go.
@@ -423,12 +425,14 @@ impl SmcQueue {
 
     /// Sends `request` for the driver, in turn with the files' messages, and
     /// returns the firmware's answer: `ETIMEDOUT` when the firmware does not
-    /// take or answer it in time, `EOPNOTSUPP` for firmware without a
-    /// queue, `ENODEV` once the card is gone or a reset dropped it. Sleeps
-    /// (uninterruptibly: the driver's messages are not the caller's to
-    /// give up) for at most [`MSG_TIMEOUT_MS`] for each message ahead of it
-    /// and its own.
+    /// take or answer it in time, or when it has waited [`KERNEL_WAIT_MS`]
+    /// (then it is abandoned), `EOPNOTSUPP` for firmware without a queue,
+    /// `ENODEV` once the card is gone or a reset dropped it. Sleeps
+    /// uninterruptibly (the driver's messages are not the caller's to give
+    /// up; power votes are sent from `release`), but never longer than
+    /// [`KERNEL_WAIT_MS`], whatever debugfs `smc_timeout_ms` says.
     pub(crate) fn send(&self, firmware: &Firmware<'_>, request: &ArcMessage) -> Result<ArcMessage> {
+        let give_up = monotonic_ns() + i64::from(KERNEL_WAIT_MS) * 1_000_000;
         let sender = {
             let mut state = self.state.lock();
             if state.gone {
@@ -460,6 +464,16 @@ impl SmcQueue {
                         Outcome::Failed(e) => Err(e),
                     };
                 }
+                if monotonic_ns() >= give_up {
+                    if let Some(i) = state.position(sender) {
+                        if state.messages[i].is_in_flight() {
+                            state.orphans = state.orphans.saturating_add(1);
+                        }
+                        state.remove(i);
+                        state.counters.timeouts += 1;
+                    }
+                    return Err(ETIMEDOUT);
+                }
             }
             fsleep(KERNEL_POLL_INTERVAL);
         }
@@ -483,7 +497,11 @@ impl SmcQueue {
             return;
         }
         let now = monotonic_ns();
-        let done_before = state.messages.iter().filter(|m| m.outcome.is_some()).count();
+        let done_before = state
+            .messages
+            .iter()
+            .filter(|m| m.outcome.is_some())
+            .count();
         let exchange = firmware.reader();
         let wanted = state.busy() || state.orphans > 0;
         let queue = if wanted {
@@ -578,19 +596,21 @@ impl SmcQueue {
         }
         // A firmware that keeps a message too long is taken as silent:
         // everything waiting fails, and the queue starts over.
-        let in_flight_since = state.messages.iter().find_map(|m| {
-            if m.is_in_flight() {
-                m.sent_ns
-            } else {
-                None
-            }
-        });
+        let in_flight_since =
+            state
+                .messages
+                .iter()
+                .find_map(|m| if m.is_in_flight() { m.sent_ns } else { None });
         let stuck_since = in_flight_since.or(state.blocked_since);
         let timeout_ns = i64::from(self.timeout_ms()) * 1_000_000;
         if stuck_since.is_some_and(|since| now - since >= timeout_ns) {
             state.fail_all(ETIMEDOUT);
         }
-        let done_after = state.messages.iter().filter(|m| m.outcome.is_some()).count();
+        let done_after = state
+            .messages
+            .iter()
+            .filter(|m| m.outcome.is_some())
+            .count();
         if done_after != done_before {
             self.ready.notify_all();
         }
@@ -652,7 +672,11 @@ impl SmcQueue {
             out.push(
                 MessageInfo {
                     pid,
-                    comm: if m.requester.is_some() { comm } else { kernel_comm },
+                    comm: if m.requester.is_some() {
+                        comm
+                    } else {
+                        kernel_comm
+                    },
                     code: m.request[0] as u8,
                     age_ns: now - m.posted_ns,
                     state: match (m.sent_ns, m.outcome) {
@@ -667,3 +691,7 @@ impl SmcQueue {
         Ok((out, state.counters, state.orphans))
     }
 }
+
+#[cfg(tt_kunit)]
+#[path = "../tests/kunit/smc_tests.rs"]
+mod kunit;

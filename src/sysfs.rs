@@ -349,11 +349,7 @@ impl Card {
             out.fail(ENOMEM);
             return Ok(());
         };
-        let average_us = c
-            .latency_total_ns
-            .checked_div(c.completed)
-            .unwrap_or(0)
-            / 1000;
+        let average_us = c.latency_total_ns.checked_div(c.completed).unwrap_or(0) / 1000;
         writeln!(
             out,
             "posted={} completed={} firmware_errors={} abandoned={} timeouts={} \

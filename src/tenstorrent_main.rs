@@ -31,9 +31,9 @@ mod power;
 mod procfs;
 mod registry;
 mod reset;
-mod smc;
 #[path = "../rust/mod.rs"]
 mod rust_ext;
+mod smc;
 mod sysfs;
 mod telemetry;
 mod tlb;

@@ -100,14 +100,14 @@ impl<const N: usize> Field for [u32; N] {
     const SIZE: usize = 4 * N;
     fn get(bytes: &[u8]) -> Self {
         let mut words = [0u32; N];
-        for (word, raw) in words.iter_mut().zip(bytes.chunks_exact(4)) {
-            *word = u32::get(raw);
+        for (i, word) in words.iter_mut().enumerate() {
+            *word = u32::get(&bytes[4 * i..]);
         }
         words
     }
     fn put(&self, bytes: &mut [u8]) {
-        for (word, raw) in self.iter().zip(bytes.chunks_exact_mut(4)) {
-            word.put(raw);
+        for (i, word) in self.iter().enumerate() {
+            word.put(&mut bytes[4 * i..]);
         }
     }
 }
