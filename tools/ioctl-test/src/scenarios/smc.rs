@@ -525,71 +525,74 @@ pub fn killed_poster_and_abandon() -> TestResult {
 }
 
 /// Arrival order across files (Blackhole: its TEST answers the queue's
-/// serial in word 2, counting every message the queue served): no message
-/// a file posts after another file's POST returned is served before that
-/// message, so a file posting in a loop delays another's message by at
-/// most the one message it had outstanding. Seen failing: with the newest
-/// queued message served first, the flood's later messages overtook the
-/// lone file's.
+/// serial in word 2, counting every message the queue served): a message
+/// whose POST began after another file's POST returned is served after it.
+/// With one message outstanding per file, files posting in a loop thus
+/// delay another file's message by at most one message each (the one each
+/// had outstanding). Seen failing: with the newest queued message served
+/// first, a flooder's message waiting behind the one in flight was
+/// overtaken by the lone file's later one.
 pub fn fifo_across_files() -> TestResult {
-    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Mutex;
     let n = 1;
-    let flood = open(n)?;
-    let lone = open(n)?;
-    // How many of the lone file's POSTs have returned.
-    let lone_posted = AtomicU32::new(0);
-    let started = AtomicBool::new(false);
+    // Two flooders and a file posting 20 messages, each in a loop.
+    let files = [open(n)?, open(n)?, open(n)?];
+    // A clock of POST returns: a message's POST began after another's
+    // returned when its `before` is at least the other's `after`.
+    let clock = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
-    // The flood's messages: lone POSTs returned before its POST, serial.
-    let flood_log = Mutex::new(Vec::new());
-    let mut lone_log = Vec::new();
-    std::thread::scope(|s| -> TestResult {
-        let flooder = s.spawn(|| -> TestResult {
-            while !stop.load(Ordering::SeqCst) {
-                let before = lone_posted.load(Ordering::SeqCst);
-                expect_ok(post(&flood, TEST, 1), "flood POST")?;
-                let (r, w) = smc_wait(&flood, 0, 0);
-                expect_ok(r, "flood SMC_WAIT")?;
-                if let Ok(mut log) = flood_log.lock() {
-                    log.push((before, w.message[2]));
+    // (file, before, after, serial) of every message.
+    let log = Mutex::new(Vec::new());
+    // A firmware that takes a few milliseconds per message, as a real one
+    // does: messages queue up behind the one in flight (this emulator
+    // answers inside the doorbell otherwise, and every POST would find the
+    // queue empty).
+    let mut control = Control::open(n as usize)?;
+    control.command("arc-slow 5")?;
+    let ran = std::thread::scope(|s| -> TestResult {
+        let threads = files.each_ref().map(|file| {
+            let (clock, stop, log) = (&clock, &stop, &log);
+            let lone = std::ptr::eq(file, &files[2]);
+            s.spawn(move || -> TestResult {
+                let mut sent = 0;
+                while !(stop.load(Ordering::SeqCst) || lone && sent == 20) {
+                    let before = clock.load(Ordering::SeqCst);
+                    expect_ok(post(file, TEST, sent), "POST")?;
+                    let after = clock.fetch_add(1, Ordering::SeqCst) + 1;
+                    let (r, w) = smc_wait(file, 0, 0);
+                    expect_ok(r, "SMC_WAIT")?;
+                    if let Ok(mut log) = log.lock() {
+                        log.push((file.as_raw_fd(), before, after, w.message[2]));
+                    }
+                    sent += 1;
                 }
-                started.store(true, Ordering::SeqCst);
-            }
-            Ok(())
+                if lone {
+                    stop.store(true, Ordering::SeqCst);
+                }
+                Ok(())
+            })
         });
-        let result = (|| -> TestResult {
-            while !started.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            for i in 0..20 {
-                expect_ok(post(&lone, TEST, i), "lone POST")?;
-                lone_posted.store(i + 1, Ordering::SeqCst);
-                let (r, w) = smc_wait(&lone, 0, 0);
-                expect_ok(r, "lone SMC_WAIT")?;
-                lone_log.push(w.message[2]);
-            }
-            Ok(())
-        })();
-        stop.store(true, Ordering::SeqCst);
-        let flooded = flooder
-            .join()
-            .unwrap_or_else(|_| Err("flooder panicked".into()));
-        result.and(flooded)
-    })?;
-    let flood_log = flood_log.into_inner().map_err(|_| "flood log poisoned")?;
-    for (i, lone_serial) in lone_log.iter().enumerate() {
-        for (before, serial) in &flood_log {
-            // Posted after lone POST i returned, served before it.
-            if *before as usize > i && serial < lone_serial {
-                return Err(format!(
-                    "lone message {i} (serial {lone_serial}) overtaken by a flood message \
-                     posted after it (serial {serial})"
-                ));
-            }
+        let mut result = Ok(());
+        for t in threads {
+            let r = t.join().unwrap_or_else(|_| Err("poster panicked".into()));
+            result = result.and(r);
+        }
+        result
+    });
+    control.command("arc-slow 0")?;
+    ran?;
+    let log = log.into_inner().map_err(|_| "log poisoned")?;
+    for (fx, _, after_x, serial_x) in &log {
+        for (fy, before_y, _, serial_y) in &log {
+            ensure!(
+                !(fx != fy && before_y >= after_x && serial_y < serial_x),
+                "serial {serial_y} (fd {fy}) was posted after serial {serial_x} (fd {fx}) \
+                 but served before it"
+            );
         }
     }
-    ensure!(flood_log.len() > lone_log.len(), "the flood did not flood");
+    ensure!(log.len() >= 20, "only {} messages", log.len());
     Ok(())
 }
 
