@@ -14,6 +14,11 @@
 //! window to the ARC tile, which reaches the same registers on both chips
 //! (tt-kmd reaches Wormhole's through BAR4 instead).
 //!
+//! This file knows the registers and the queue's layout: finding the
+//! queue, putting one request in, taking one response out, each without
+//! waiting. Who sends what and when, the files' SMC_MSG messages and the
+//! driver's own alike, is src/smc.rs's.
+//!
 //! Where each fact comes from (tt-kmd 2.10): the queue layout and protocol
 //! in `msgqueue.c` / `msgqueue.h`; Wormhole's ready check, control block
 //! pointer and doorbell in `wormhole.c` `send_arc_message`; Blackhole's in
