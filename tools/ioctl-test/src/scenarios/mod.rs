@@ -146,6 +146,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "smc/eopnotsupp_without_queue" => smc::eopnotsupp_without_queue;
     "smc/readable_when_done" => smc::readable_when_done;
     "smc/wait_deadlines_and_signals" => smc::wait_deadlines_and_signals;
+    "smc/wait_in_time_namespaces" => smc::wait_in_time_namespaces, 120;
     "smc/silent_firmware_times_out" => smc::silent_firmware_times_out;
     "smc/killed_poster_and_abandon" => smc::killed_poster_and_abandon;
     "smc/fifo_across_files" => smc::fifo_across_files, 120;

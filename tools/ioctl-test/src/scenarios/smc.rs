@@ -695,3 +695,37 @@ pub fn sysfs_view() -> TestResult {
     );
     Ok(())
 }
+
+/// In a time namespace: SMC_WAIT's deadline 100 ms ahead and 1 ms past on
+/// the namespace's clock (the firmware is hung: the message stays
+/// outstanding).
+fn wait_deadlines_here() -> TestResult {
+    let fd = open(0)?;
+    expect_ok(post(&fd, TEST, 1), "POST")?;
+    let ahead = now_ns() + 100_000_000;
+    let (r, w) = smc_wait(&fd, abi::LOCK_DEADLINE, ahead);
+    super::timens::timed_out(r, ahead, "SMC_WAIT until 100 ms ahead")?;
+    ensure_eq!(w.out_flags, 0, "deadline ahead: not done");
+    let past = now_ns() - 1_000_000;
+    let (r, _) = smc_wait(&fd, abi::LOCK_DEADLINE, past);
+    super::timens::timed_out(r, past, "SMC_WAIT with a deadline 1 ms past")?;
+    expect_ok(abandon(&fd), "ABANDON")?;
+    Ok(())
+}
+
+/// SMC_WAIT's deadline is on the caller's CLOCK_MONOTONIC, time namespaces
+/// included (a day ahead, and behind by almost the uptime): not a day
+/// late, not at once. Seen failing: ENOTTY before SMC_WAIT.
+pub fn wait_in_time_namespaces() -> TestResult {
+    let _timeout = Timeout::set(0, 600_000)?;
+    let hung = Hung::new(0)?;
+    super::timens::in_time_namespace(86_400, wait_deadlines_here)?;
+    let uptime_s = (now_ns() / 1_000_000_000) as i64;
+    ensure!(
+        uptime_s > 3,
+        "uptime {uptime_s} s: too short for a negative offset"
+    );
+    super::timens::in_time_namespace(-(uptime_s - 2), wait_deadlines_here)?;
+    hung.resume()?;
+    roundtrip(&open(0)?, 70, "after the namespaces")
+}
