@@ -136,6 +136,24 @@ fn poll_fd(dev: &impl AsRawFd, timeout_ms: i32) -> Result<i16, String> {
     Ok(pfd.revents)
 }
 
+/// Waits until thread `tid` of this process sleeps inside ioctl(2)
+/// (`/proc/self/task/TID/syscall` names the call it is blocked in).
+fn wait_asleep_in_ioctl(tid: libc::pid_t) -> TestResult {
+    let path = format!("/proc/self/task/{tid}/syscall");
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if text.split_whitespace().next() == Some(&libc::SYS_ioctl.to_string()) {
+            return Ok(());
+        }
+        ensure!(
+            start.elapsed() < PATIENCE,
+            "thread {tid} not in ioctl: {text:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// The smc line of card `n`'s sysfs view: its `key=value` fields.
 fn counters(n: u32) -> Result<std::collections::BTreeMap<String, u64>, String> {
     let text = sysfs(&format!(
@@ -157,8 +175,8 @@ fn counter(n: u32, name: &str) -> Result<u64, String> {
 
 /// tt-kmd 2.11's contract, every errno of it, on both chips (its
 /// test/smc_msg.cpp cases, plus argsz's larger-with-zero-tail rule).
-/// Seen failing: ENOTTY on the driver before SMC_MSG; "fd1 received a
-/// response not its own" with responses handed out in posting order.
+/// Seen failing: ENOTTY for the first command on the driver before
+/// SMC_MSG (which `info/unknown_ioctls_enotty` then checked).
 pub fn contract() -> TestResult {
     for n in 0..2u32 {
         let fd = open(n)?;
@@ -274,8 +292,8 @@ pub fn contract() -> TestResult {
 }
 
 /// Firmware that publishes no queue (Wormhole's `ARC_MSG_QCB_PTR` 0, old
-/// firmware): POST is EOPNOTSUPP and posts nothing. Seen failing: ENOTTY
-/// before SMC_MSG.
+/// firmware): POST is EOPNOTSUPP and posts nothing. Fails with ENOTTY on
+/// a driver without SMC_MSG.
 pub fn eopnotsupp_without_queue() -> TestResult {
     const QCB_PTR: u64 = 0x8_8003_01D8;
     let mut control = Control::open(0)?;
@@ -293,8 +311,9 @@ pub fn eopnotsupp_without_queue() -> TestResult {
 /// The queue moves without anyone polling: a file sleeping in poll(2),
 /// epoll or SMC_WAIT wakes when the firmware answers, readable; while the
 /// message is outstanding it is neither readable nor writable. Seen
-/// failing: a driver without `poll` reports the file readable at once
-/// (the VFS default), and without the work item nothing wakes the sleepers.
+/// failing with the work item disabled: "poll once answered: got 0" after
+/// poll(2) slept its 30 s (and a driver without `poll` reports every file
+/// readable at once, the VFS default, which the first check refuses).
 pub fn readable_when_done() -> TestResult {
     for n in 0..2u32 {
         let _timeout = Timeout::set(n, 600_000)?;
@@ -384,8 +403,8 @@ pub fn readable_when_done() -> TestResult {
 /// SMC_WAIT's own errors: ESRCH with nothing outstanding, EAGAIN with
 /// NONBLOCK, ETIMEDOUT for a deadline already past and for a later one
 /// (the message stays outstanding: DONE not set), EINTR for a signal
-/// with a handler, then the message is still collected. Seen failing:
-/// ENOTTY before SMC_WAIT.
+/// with a handler, then the message is still collected. Fails with ENOTTY
+/// on a driver without SMC_WAIT.
 pub fn wait_deadlines_and_signals() -> TestResult {
     let n = 0;
     let _timeout = Timeout::set(n, 600_000)?;
@@ -487,29 +506,40 @@ pub fn silent_firmware_times_out() -> TestResult {
 }
 
 /// A poster killed with its message in flight, and an ABANDON of one in
-/// flight: their responses are dropped when they come, the next messages
-/// get their own. Seen failing: with the abandoned response handed to the
-/// next message in flight, the survivor's TEST 7 read 101.
+/// flight: their responses are dropped when they come, the next message
+/// (in flight behind them) gets its own. Seen failing: with orphans'
+/// responses handed to the message in flight, the survivor's TEST 6 got
+/// the killed poster's answer.
 pub fn killed_poster_and_abandon() -> TestResult {
     for n in 0..2u32 {
         let _timeout = Timeout::set(n, 600_000)?;
         let abandoned = counter(n, "abandoned")?;
-        // Opened first: an open and a close send the file's power vote
-        // (the child's close waits out its 2 s while the firmware is hung).
+        // Both files open before the firmware hangs: opening sends the
+        // file's power vote, which would wait its 2 s in the queue and
+        // take a place in the firmware's.
         let fd = open(n)?;
-        let hung = Hung::new(n as usize)?;
         let mut child = spawn("poster", &[], |link| {
             let fd = open(n)?;
+            link.send("opened")?;
+            link.expect("post")?;
             expect_ok(post(&fd, TEST, 100), "child POST")?;
             link.send("posted")?;
             std::thread::sleep(Duration::from_secs(3600));
             Ok(())
         })?;
+        child.expect("opened")?;
+        let hung = Hung::new(n as usize)?;
+        child.send("post")?;
         child.expect("posted")?;
         child.kill_and_reap()?;
         expect_ok(post(&fd, TEST, 200), "POST then ABANDON")?;
         expect_ok(abandon(&fd), "ABANDON in flight")?;
-        expect_ok(post(&fd, TEST, 6), "POST behind two orphans")?;
+        expect_ok(post(&fd, TEST, 6), "POST behind the orphans")?;
+        let queue = sysfs(&format!("/sys/class/tenstorrent/tenstorrent!{n}/smc/queue"))?;
+        ensure!(
+            queue.contains("state=sent"),
+            "card {n}: TEST 6 is not in the firmware's queue behind the orphans:\n{queue}"
+        );
         hung.resume()?;
         let (r, m) = poll_done(&fd)?;
         expect_ok(r, "POLL behind the orphans")?;
@@ -598,7 +628,9 @@ pub fn fifo_across_files() -> TestResult {
 
 /// Unbind and a fencing reset complete outstanding messages with ENODEV:
 /// a file sleeping in SMC_WAIT wakes with it; the card's later messages
-/// work. Seen failing: without it the waiters sleep on.
+/// work. The waiters are asleep in the ioctl before the reset or unbind
+/// (a later call is refused at entry). Seen failing with the reset's
+/// ENODEV left out: the fenced file's waiter slept until the watchdog.
 pub fn unbind_and_reset_end_messages() -> TestResult {
     let n = 0u32;
     // A reset that fences (CONFIG_WRITE; a Wormhole stays up through it).
@@ -609,9 +641,19 @@ pub fn unbind_and_reset_end_messages() -> TestResult {
         let other = open(n)?;
         expect_ok(post(&other, TEST, 300), "POST before the reset")?;
         let (woken, reset) = std::thread::scope(|s| {
-            let t = s.spawn(|| smc_wait(&other, 0, 0));
-            // The waiter may wake before or after it sleeps: either way it
-            // must see ENODEV.
+            let (tx, rx) = std::sync::mpsc::channel();
+            let other = &other;
+            let t = s.spawn(move || {
+                // SAFETY: plain syscall.
+                let _ = tx.send(unsafe { libc::gettid() });
+                smc_wait(other, 0, 0)
+            });
+            // Asleep in the ioctl before the reset, so that the reset is
+            // what wakes it (a later call would be refused at entry).
+            let asleep = rx
+                .recv()
+                .map_err(|_| "no tid".to_string())
+                .and_then(wait_asleep_in_ioctl);
             let mut arg = abi::ResetDevice {
                 input: abi::ResetDeviceIn {
                     output_size_bytes: 8,
@@ -619,10 +661,12 @@ pub fn unbind_and_reset_end_messages() -> TestResult {
                 },
                 ..Default::default()
             };
-            let reset = ioctl(&resetter, abi::IOCTL_RESET_DEVICE, &mut arg);
+            let reset = asleep.and_then(|()| {
+                ioctl(&resetter, abi::IOCTL_RESET_DEVICE, &mut arg).map_err(|e| e.to_string())
+            });
             (t.join(), reset)
         });
-        expect_ok(reset, "RESET_DEVICE CONFIG_WRITE")?;
+        reset.map_err(|e| format!("RESET_DEVICE CONFIG_WRITE: {e}"))?;
         let (r, _) = woken.map_err(|_| "waiter panicked".to_string())?;
         expect_errno(r, libc::ENODEV, "SMC_WAIT of a fenced file")?;
         hung.resume()?;
@@ -634,8 +678,18 @@ pub fn unbind_and_reset_end_messages() -> TestResult {
     let fd = open(n)?;
     expect_ok(post(&fd, TEST, 500), "POST before unbind")?;
     let (woken, unbound) = std::thread::scope(|s| {
-        let t = s.spawn(|| smc_wait(&fd, 0, 0));
-        let unbound = sysfs_write("/sys/bus/pci/drivers/tenstorrent/unbind", &bdf0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fd = &fd;
+        let t = s.spawn(move || {
+            // SAFETY: plain syscall.
+            let _ = tx.send(unsafe { libc::gettid() });
+            smc_wait(fd, 0, 0)
+        });
+        let unbound = rx
+            .recv()
+            .map_err(|_| "no tid".to_string())
+            .and_then(wait_asleep_in_ioctl)
+            .and_then(|()| sysfs_write("/sys/bus/pci/drivers/tenstorrent/unbind", &bdf0));
         (t.join(), unbound)
     });
     let rebound = sysfs_write("/sys/bus/pci/drivers/tenstorrent/bind", &bdf0);
@@ -651,7 +705,7 @@ pub fn unbind_and_reset_end_messages() -> TestResult {
 }
 
 /// sysfs shows each outstanding message (pid, comm, type, state, age) and
-/// the counters move. Seen failing: no smc directory before the view.
+/// the counters move. Fails on a driver without the view (no `smc/`).
 pub fn sysfs_view() -> TestResult {
     let n = 0u32;
     let _timeout = Timeout::set(n, 600_000)?;
@@ -715,7 +769,8 @@ fn wait_deadlines_here() -> TestResult {
 
 /// SMC_WAIT's deadline is on the caller's CLOCK_MONOTONIC, time namespaces
 /// included (a day ahead, and behind by almost the uptime): not a day
-/// late, not at once. Seen failing: ENOTTY before SMC_WAIT.
+/// late, not at once. Fails with ENOTTY on a driver without SMC_WAIT;
+/// the conversion is the locks' (`locks/deadlines_in_time_namespaces`).
 pub fn wait_in_time_namespaces() -> TestResult {
     let _timeout = Timeout::set(0, 600_000)?;
     let hung = Hung::new(0)?;
