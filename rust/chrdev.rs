@@ -54,6 +54,21 @@ use kernel::{
     }, //
 };
 
+pub(crate) use kernel::sync::poll::PollTable;
+
+/// The events `poll` returns (`include/uapi/linux/eventpoll.h`; bindgen
+/// does not see them through their `__force __poll_t` casts).
+pub(crate) mod poll_events {
+    pub(crate) const EPOLLIN: u32 = 0x0001;
+    pub(crate) const EPOLLOUT: u32 = 0x0004;
+    pub(crate) const EPOLLERR: u32 = 0x0008;
+    pub(crate) const EPOLLHUP: u32 = 0x0010;
+    pub(crate) const EPOLLRDNORM: u32 = 0x0040;
+    pub(crate) const EPOLLWRNORM: u32 = 0x0100;
+    /// What the VFS reports for a file without `poll` (`DEFAULT_POLLMASK`).
+    pub(crate) const DEFAULT: u32 = EPOLLIN | EPOLLOUT | EPOLLRDNORM | EPOLLWRNORM;
+}
+
 /// The file operations of the devices of a [`CharDevice`].
 ///
 /// `Self` is the data shared by every file opened on one device.
@@ -68,6 +83,18 @@ pub(crate) trait FileOperations: Send + Sync + Sized + 'static {
     /// Called when the last reference to an open file is dropped.
     fn release(data: Self::Ptr, _file: &File) {
         drop(data);
+    }
+
+    /// Handles `poll(2)`, `select(2)` and `epoll`: registers the file's wait
+    /// queues with `table` and returns the [`poll_events`] ready now.
+    /// Unless implemented, a file is always readable and writable, as the
+    /// VFS reports a file without `poll`.
+    fn poll(
+        _data: <Self::Ptr as ForeignOwnable>::Borrowed<'_>,
+        _file: &File,
+        _table: &PollTable<'_>,
+    ) -> u32 {
+        poll_events::DEFAULT
     }
 
     /// Handles `ioctl(2)`. 32-bit callers reach it too, through
@@ -416,6 +443,29 @@ impl<T: FileOperations> CharDevice<T> {
 
     /// # Safety
     ///
+    /// Called by the VFS for an open file of this type, with a poll table
+    /// (possibly null) valid for the duration of the call.
+    ///
+    /// (`kernel::miscdevice::MiscDevice` has no `poll` either; once it
+    /// gains one, and a class and parent, this wrapper can go.)
+    unsafe extern "C" fn poll(
+        file: *mut bindings::file,
+        table: *mut bindings::poll_table,
+    ) -> bindings::__poll_t {
+        // SAFETY: Between `open` and `release` the private data is the value
+        // `open` made with `into_foreign`, and poll runs in between.
+        let data = unsafe { T::Ptr::borrow((*file).private_data.cast()) };
+        // SAFETY: The file is valid for the duration of this call and has no
+        // active `fdget_pos` region.
+        let rust_file = unsafe { File::from_raw_file(file) };
+        // SAFETY: The VFS passes a poll table that is null or valid for the
+        // duration of this call, which outlasts the `PollTable`.
+        let table = unsafe { PollTable::from_raw(table) };
+        T::poll(data, rust_file, &table)
+    }
+
+    /// # Safety
+    ///
     /// Called by the VFS for an open file of this type and a VMA being set
     /// up by `mmap(2)` on it.
     unsafe extern "C" fn mmap(
@@ -535,6 +585,7 @@ impl<T: FileOperations> CharDevice<T> {
         open: Some(Self::open),
         release: Some(Self::release_file),
         unlocked_ioctl: Some(Self::ioctl),
+        poll: Some(Self::poll),
         mmap: Some(Self::mmap),
         // The commands have one layout for 32 and 64-bit callers, so only
         // the pointer needs converting.

@@ -14,6 +14,11 @@
 //! window to the ARC tile, which reaches the same registers on both chips
 //! (tt-kmd reaches Wormhole's through BAR4 instead).
 //!
+//! This file knows the registers and the queue's layout: finding the
+//! queue, putting one request in, taking one response out, each without
+//! waiting. Who sends what and when, the files' SMC_MSG messages and the
+//! driver's own alike, is src/smc.rs's.
+//!
 //! Where each fact comes from (tt-kmd 2.10): the queue layout and protocol
 //! in `msgqueue.c` / `msgqueue.h`; Wormhole's ready check, control block
 //! pointer and doorbell in `wormhole.c` `send_arc_message`; Blackhole's in
@@ -21,6 +26,7 @@
 
 use crate::{
     mapping::CardMemory,
+    smc::SmcQueue,
     tlb::{
         Family,
         Layout, //
@@ -53,11 +59,7 @@ const WH_MESSAGE_PRESENT: u32 = 0xAA00;
 const WH_MAILBOX_ARGS: u64 = 3;
 const WH_MAILBOX_MESSAGE: u64 = 5;
 
-/// How long the firmware may take to become ready, to make room in the
-/// queue and to answer (tt-kmd: 500 ms, `ARC_MSG_TIMEOUT_MS` 1000 ms).
-const READY_TIMEOUT: Delta = Delta::from_millis(500);
-const MSG_TIMEOUT: Delta = Delta::from_millis(1000);
-/// Between two looks at the queue (tt-kmd sleeps 100-200 µs).
+/// Between two looks at the mailbox (tt-kmd sleeps 100-200 µs).
 const POLL_INTERVAL: Delta = Delta::from_micros(100);
 
 /// Queue header: host-written request write pointer and response read
@@ -109,17 +111,17 @@ impl ArcTile {
     }
 }
 
-/// A card's ARC message queue, one message at a time.
+/// A card's Wormhole scratch-register mailbox, one message at a time (the
+/// message queue is [`SmcQueue`]'s).
 #[pin_data]
 pub(crate) struct ArcMessenger {
-    /// Held for a whole exchange: the queue's pointers are the driver's to
-    /// move while it is held.
+    /// Held for a whole mailbox exchange.
     #[pin]
     exchange: Mutex<()>,
 }
 
-/// One exchange in progress, with the queue found.
-struct Exchange<'a> {
+/// The ARC tile as seen through the kernel's window, for one exchange.
+pub(crate) struct Exchange<'a> {
     memory: &'a CardMemory,
     layout: &'a Layout,
     tile: ArcTile,
@@ -161,34 +163,40 @@ impl Exchange<'_> {
         }
     }
 
-    /// Waits for the firmware to take messages, then finds its queue: the
-    /// ARC address of its header and its entry count.
-    fn find_queue(&self) -> Result<(u32, NonZeroU32)> {
+    /// Finds the firmware's queue without waiting: `EAGAIN` while the
+    /// firmware is not ready for messages (it is booting), `EOPNOTSUPP`
+    /// for firmware that publishes no queue, `EIO` when what it publishes
+    /// makes no sense (or the card reads all ones).
+    ///
+    /// Looked up again for every message: a firmware that rebooted (a
+    /// reset) may publish its queue elsewhere.
+    pub(crate) fn locate_queue(&self) -> Result<Queue> {
         let family = self.layout.family;
         let control_block = match family {
             Family::Wormhole => {
-                read_poll_timeout(
-                    || self.read(self.scratch(family, 0)),
-                    |post| post & 0xFFFF_0000 == WH_POST_CODE_PREFIX,
-                    POLL_INTERVAL,
-                    READY_TIMEOUT,
-                )?;
+                let post = self.read(self.scratch(family, 0))?;
+                if post == u32::MAX {
+                    return Err(EIO);
+                }
+                if post & 0xFFFF_0000 != WH_POST_CODE_PREFIX {
+                    return Err(EAGAIN);
+                }
                 // `ARC_MSG_QCB_PTR`: 0 on firmware without the queue.
                 self.read(self.tile.reset_unit() + 0x1D8)?
             }
             Family::Blackhole => {
-                let status = read_poll_timeout(
-                    || self.read(self.scratch(family, 2)),
-                    |s| *s == u32::MAX || s & BH_MSG_QUEUE_READY != 0,
-                    POLL_INTERVAL,
-                    READY_TIMEOUT,
-                )?;
+                let status = self.read(self.scratch(family, 2))?;
                 if status == u32::MAX {
                     return Err(EIO);
+                }
+                if status & BH_MSG_QUEUE_READY == 0 {
+                    return Err(EAGAIN);
                 }
                 self.read(self.scratch(family, 11))?
             }
         };
+        // Blackhole firmware always publishes one; a 0 there is treated as
+        // Wormhole's "no queue" too rather than read as an address.
         if control_block == 0 {
             return Err(EOPNOTSUPP);
         }
@@ -199,10 +207,64 @@ impl Exchange<'_> {
             Family::Blackhole => base,
         };
         let entries = self.csm_read(control_block.checked_add(4).ok_or(EIO)?)? & 0xFF;
-        let entries = NonZeroU32::new(entries).ok_or(EIO)?;
+        let entries = NonZeroU32::new(entries).ok_or(EOPNOTSUPP)?;
         let bytes = HEADER_BYTES + 2 * entries.get() * SLOT_BYTES;
         self.csm_addr(base.checked_add(bytes - 4).ok_or(EIO)?)?;
-        Ok((base, entries))
+        Ok(Queue { base, entries })
+    }
+
+    /// Reads a pointer of the queue's header; all ones (a card that is
+    /// gone) is `EIO`.
+    fn pointer(&self, queue: &Queue, offset: u32) -> Result<u32> {
+        match self.csm_read(queue.base + offset)? {
+            u32::MAX => Err(EIO),
+            value => Ok(value),
+        }
+    }
+
+    /// Puts `request` in the queue and rings the firmware, unless the
+    /// queue is full: whether it went in.
+    pub(crate) fn try_push(&self, queue: &Queue, request: &ArcMessage) -> Result<bool> {
+        let wptr = self.pointer(queue, REQUEST_WPTR)?;
+        let rptr = self.pointer(queue, REQUEST_RPTR)?;
+        if queue.occupied(wptr, rptr) >= queue.entries.get() {
+            return Ok(false);
+        }
+        let slot = queue.base + HEADER_BYTES + (wptr % queue.entries) * SLOT_BYTES;
+        for (i, word) in (0u32..).zip(request.iter()) {
+            self.csm_write(slot + 4 * i, *word)?;
+        }
+        self.csm_write(queue.base + REQUEST_WPTR, queue.advance(wptr))?;
+        self.ring()?;
+        Ok(true)
+    }
+
+    /// How many requests the host put in the queue whose responses it has
+    /// not taken out yet: requests and responses advance one for one, so
+    /// this is what the firmware owes (0 after it rebooted: a reset clears
+    /// CSM).
+    pub(crate) fn owed(&self, queue: &Queue) -> Result<u32> {
+        let wptr = self.pointer(queue, REQUEST_WPTR)?;
+        let rptr = self.pointer(queue, RESPONSE_RPTR)?;
+        Ok(queue.occupied(wptr, rptr))
+    }
+
+    /// Takes the oldest response out of the queue, if the firmware has
+    /// written one.
+    pub(crate) fn try_pop(&self, queue: &Queue) -> Result<Option<ArcMessage>> {
+        let rptr = self.pointer(queue, RESPONSE_RPTR)?;
+        let wptr = self.pointer(queue, RESPONSE_WPTR)?;
+        if queue.occupied(wptr, rptr) == 0 {
+            return Ok(None);
+        }
+        let entries = queue.entries;
+        let slot = queue.base + HEADER_BYTES + (entries.get() + rptr % entries) * SLOT_BYTES;
+        let mut response = [0u32; 8];
+        for (i, word) in (0u32..).zip(response.iter_mut()) {
+            *word = self.csm_read(slot + 4 * i)?;
+        }
+        self.csm_write(queue.base + RESPONSE_RPTR, queue.advance(rptr))?;
+        Ok(Some(response))
     }
 
     /// Sends Wormhole mailbox message `id` with `args` and waits up to
@@ -259,43 +321,28 @@ impl Exchange<'_> {
             ),
         }
     }
+}
 
-    fn send(&self, request: &ArcMessage) -> Result<ArcMessage> {
-        let (base, entries) = self.find_queue()?;
-        // Pointers count to twice the entry count, so that a full queue and
-        // an empty one differ.
-        let wrap = entries.saturating_mul(TWO);
-        let wptr = self.csm_read(base + REQUEST_WPTR)?;
-        if wptr == u32::MAX {
-            return Err(EIO);
-        }
-        read_poll_timeout(
-            || self.csm_read(base + REQUEST_RPTR),
-            |rptr| wptr.wrapping_sub(*rptr) % wrap < entries.get(),
-            POLL_INTERVAL,
-            MSG_TIMEOUT,
-        )?;
-        let slot = base + HEADER_BYTES + (wptr % entries) * SLOT_BYTES;
-        for (i, word) in (0u32..).zip(request.iter()) {
-            self.csm_write(slot + 4 * i, *word)?;
-        }
-        self.csm_write(base + REQUEST_WPTR, wptr.wrapping_add(1) % wrap)?;
-        self.ring()?;
+/// Where the firmware's message queue is: the ARC address of its header and
+/// its entry count.
+pub(crate) struct Queue {
+    base: u32,
+    entries: NonZeroU32,
+}
 
-        let rptr = self.csm_read(base + RESPONSE_RPTR)?;
-        read_poll_timeout(
-            || self.csm_read(base + RESPONSE_WPTR),
-            |response_wptr| *response_wptr != rptr,
-            POLL_INTERVAL,
-            MSG_TIMEOUT,
-        )?;
-        let slot = base + HEADER_BYTES + (entries.get() + rptr % entries) * SLOT_BYTES;
-        let mut response = [0u32; 8];
-        for (i, word) in (0u32..).zip(response.iter_mut()) {
-            *word = self.csm_read(slot + 4 * i)?;
-        }
-        self.csm_write(base + RESPONSE_RPTR, rptr.wrapping_add(1) % wrap)?;
-        Ok(response)
+impl Queue {
+    /// Pointers count to twice the entry count, so that a full queue and an
+    /// empty one differ.
+    fn wrap(&self) -> NonZeroU32 {
+        self.entries.saturating_mul(TWO)
+    }
+
+    fn occupied(&self, wptr: u32, rptr: u32) -> u32 {
+        wptr.wrapping_sub(rptr) % self.wrap()
+    }
+
+    fn advance(&self, ptr: u32) -> u32 {
+        ptr.wrapping_add(1) % self.wrap()
     }
 }
 
@@ -311,6 +358,9 @@ impl ArcMessenger {
 /// time ([`ArcMessenger`]) through the kernel's window of the card.
 pub(crate) struct Firmware<'a> {
     pub(crate) messenger: &'a ArcMessenger,
+    /// The owner of the message queue, which the driver's own messages
+    /// share with the files' (src/smc.rs).
+    pub(crate) queue: &'a SmcQueue,
     pub(crate) memory: &'a CardMemory,
     pub(crate) layout: &'a Layout,
     /// The chip was reset and POST_RESET has not come yet: what the
@@ -363,7 +413,9 @@ impl Firmware<'_> {
         Ok((reader.read(table)?, reader.read(values)?))
     }
 
-    fn reader(&self) -> Exchange<'_> {
+    /// The ARC tile through the kernel's window. The message queue's
+    /// pointers are [`SmcQueue`]'s to move.
+    pub(crate) fn reader(&self) -> Exchange<'_> {
         Exchange {
             memory: self.memory,
             layout: self.layout,
@@ -371,12 +423,9 @@ impl Firmware<'_> {
         }
     }
 
-    /// Sends `request` to the message queue and returns the firmware's
-    /// answer. `ETIMEDOUT` when the firmware is not ready or does not
-    /// answer in time, `EOPNOTSUPP` for firmware without the queue, `EIO`
-    /// when what it publishes makes no sense, `ENODEV` once the card is
-    /// unbound. May sleep for up to 2.5 s.
+    /// Sends `request` through the message queue, in turn with the files'
+    /// messages, and returns the firmware's answer (see [`SmcQueue::send`]).
     pub(crate) fn send(&self, request: &ArcMessage) -> Result<ArcMessage> {
-        self.exchange(|e| e.send(request))
+        self.queue.send(self, request)
     }
 }

@@ -26,6 +26,10 @@ use crate::{
         },
         workqueue::cancel_delayed_work_sync,
     },
+    smc::{
+        SmcQueue,
+        POLL_PERIOD_MS, //
+    },
     telemetry::Telemetry,
     tlb::{
         Layout,
@@ -95,6 +99,13 @@ pub(crate) struct Card {
     /// One message at a time to the card's ARC firmware (src/arc.rs).
     #[pin]
     arc: ArcMessenger,
+    /// The firmware's message queue, shared by the files and the driver
+    /// (src/smc.rs).
+    #[pin]
+    pub(crate) smc: SmcQueue,
+    /// Moves the message queue on while messages are outstanding.
+    #[pin]
+    smc_work: DelayedWork<Card, 1>,
     /// The files' power votes and what the firmware was told (src/power.rs).
     #[pin]
     pub(crate) power: CardPower,
@@ -144,6 +155,8 @@ impl Card {
             noc_cleanups <- NocCleanups::new(),
             gate <- OpenGate::new(),
             arc <- ArcMessenger::new(),
+            smc <- SmcQueue::new(),
+            smc_work <- new_delayed_work!("Card::smc_work"),
             power <- power,
             exports <- CardExports::new(),
             telemetry <- Telemetry::new(),
@@ -158,7 +171,11 @@ impl Card {
     pub(crate) fn shut_down(self: &Arc<Self>) {
         self.power.shut_down();
         // After that nothing queues it again.
-        cancel_delayed_work_sync(self);
+        cancel_delayed_work_sync::<_, 0>(self);
+        // Every message outstanding fails with ENODEV; after that the queue
+        // is never kicked again.
+        self.smc.shut_down();
+        cancel_delayed_work_sync::<_, 1>(self);
         self.gate.shut_down();
         self.arbiter.shut_down();
         self.tlb.shut_down();
@@ -225,6 +242,19 @@ impl_has_delayed_work! {
     impl HasDelayedWork<Self> for Card { self.powerdown }
 }
 
+impl_has_delayed_work! {
+    impl HasDelayedWork<Self, 1> for Card { self.smc_work }
+}
+
+/// The message queue's poll (see src/smc.rs for why it is a poll).
+impl WorkItem<1> for Card {
+    type Pointer = Arc<Card>;
+
+    fn run(card: Arc<Card>) {
+        card.smc.advance(&card.firmware(), || card.kick_smc());
+    }
+}
+
 impl WorkItem for Card {
     type Pointer = Arc<Card>;
 
@@ -239,16 +269,25 @@ impl Card {
     pub(crate) fn firmware(&self) -> Firmware<'_> {
         Firmware {
             messenger: &self.arc,
+            queue: &self.smc,
             memory: &self.memory,
             layout: self.tlb.layout(),
             in_reset: self.function.needs_post_reset(),
         }
     }
 
+    /// Makes the message queue be looked at again soon: called under the
+    /// queue's lock, so that unbind, which marks the queue gone under it
+    /// and then cancels the work, never leaves a run queued.
+    pub(crate) fn kick_smc(self: &Arc<Self>) {
+        let _ = workqueue::system()
+            .enqueue_delayed::<_, 1>(self.clone(), msecs_to_jiffies(POLL_PERIOD_MS));
+    }
+
     /// Queues [`CardPower::powerdown`] to run after `delay`. If it is queued
     /// already, that run comes first and queues the next for what is left.
     pub(crate) fn schedule_powerdown(self: &Arc<Self>, delay: Delta) {
         let ms = u32::try_from(delay.as_millis_ceil()).unwrap_or(u32::MAX);
-        let _ = workqueue::system().enqueue_delayed(self.clone(), msecs_to_jiffies(ms));
+        let _ = workqueue::system().enqueue_delayed::<_, 0>(self.clone(), msecs_to_jiffies(ms));
     }
 }

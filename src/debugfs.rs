@@ -6,6 +6,10 @@
 //! the order they will be granted; then the whole queue, one request per
 //! line, with every lock it asks for.
 //!
+//! `/sys/kernel/debug/tenstorrent/N/smc_timeout_ms`: how long card N's
+//! firmware has to answer a message (src/smc.rs), read and written as a
+//! decimal number of milliseconds; for tests.
+//!
 //! `/sys/kernel/debug/tenstorrent/N/mappings`: what each open file of card
 //! N holds, tt-kmd 2.10's diagnostic view (its `mappings` file, whose
 //! header and line kinds this follows; UMD's error messages point users
@@ -32,7 +36,8 @@ use kernel::{
     debugfs,
     prelude::*,
     str::CString,
-    sync::Arc, //
+    sync::Arc,
+    uaccess::UserSliceReader, //
 };
 
 pub(crate) struct Waiters(Arc<Card>);
@@ -172,11 +177,26 @@ impl debugfs::Writer for Mappings {
     }
 }
 
+fn show_smc_timeout(card: &Arc<Card>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "{}", card.smc.timeout_ms())
+}
+
+fn store_smc_timeout(card: &Arc<Card>, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 16];
+    let len = reader.len().min(buf.len());
+    reader.read_slice(&mut buf[..len])?;
+    let text = core::str::from_utf8(&buf[..len]).map_err(|_| EINVAL)?;
+    let ms = text.trim().parse::<u32>().map_err(|_| EINVAL)?;
+    card.smc.set_timeout_ms(ms);
+    Ok(())
+}
+
 /// The debugfs directory of a card, removed when dropped.
 pub(crate) struct CardDebugfs {
     // Drop order: the files, then their directory.
     _waiters: Pin<KBox<debugfs::File<Waiters>>>,
     _mappings: Pin<KBox<debugfs::File<Mappings>>>,
+    _smc_timeout: Pin<KBox<debugfs::File<Arc<Card>>>>,
     _dir: debugfs::Dir,
 }
 
@@ -192,9 +212,21 @@ impl CardDebugfs {
             dir.read_only_file(c"mappings", Mappings(card.clone())),
             GFP_KERNEL,
         )?;
+        // The message queue's per-message deadline, in milliseconds: tests
+        // make it long (the firmware hung on purpose) or short.
+        let smc_timeout = KBox::pin_init(
+            dir.read_write_callback_file(
+                c"smc_timeout_ms",
+                card.clone(),
+                &show_smc_timeout,
+                &store_smc_timeout,
+            ),
+            GFP_KERNEL,
+        )?;
         Ok(Self {
             _waiters: waiters,
             _mappings: mappings,
+            _smc_timeout: smc_timeout,
             _dir: dir,
         })
     }

@@ -32,8 +32,10 @@ use crate::{
     power::PowerVote,
     rust_ext::{
         chrdev::{
+            poll_events,
             CharDevice,
-            FileOperations, //
+            FileOperations,
+            PollTable, //
         },
         mm::{
             vma_offset,
@@ -43,6 +45,7 @@ use crate::{
         },
         time::monotonic_from_caller, //
     },
+    smc::Outcome,
     tlb::{
         TlbError,
         MAX_WINDOWS, //
@@ -76,6 +79,8 @@ use crate::{
         ResetDeviceOut,
         SetNocCleanup,
         SetPowerState,
+        SmcMsg,
+        SmcWait,
         TlbAllocate,
         UnpinPagesIn, //
     },
@@ -155,6 +160,8 @@ impl FileOperations for Card {
 
     fn release(open: KBox<OpenFile>, _file: &File) {
         let card = &open.card;
+        // Its firmware message, if any, is nobody's any more.
+        card.smc.abandon(open.owner.id());
         // First, before anything of the file goes (tt-kmd 2.10's order):
         // the next holder of its locks finds the chip cleaned up.
         if let Some(c) = card.noc_cleanups.take(open.owner.id()) {
@@ -220,8 +227,29 @@ impl FileOperations for Card {
             Command::MapPeerBar => open.map_peer_bar(file, arg),
             Command::NocRead => open.noc_read(arg),
             Command::NocWrite => open.noc_write(arg),
+            Command::SmcMsg => open.smc_msg(arg),
+            Command::SmcWait => open.smc_wait(arg),
         }?;
         Ok(0)
+    }
+
+    /// Readable when the file's firmware message is done, writable when
+    /// it may post one; a card that is gone hangs up.
+    fn poll(open: &OpenFile, file: &File, table: &PollTable<'_>) -> u32 {
+        let queue = &open.card.smc;
+        table.register_wait(file, queue.ready());
+        let (done, may_post, gone) = queue.readiness(open.owner.id());
+        let mut events = 0;
+        if done {
+            events |= poll_events::EPOLLIN | poll_events::EPOLLRDNORM;
+        }
+        if may_post {
+            events |= poll_events::EPOLLOUT | poll_events::EPOLLWRNORM;
+        }
+        if gone || open.card.refuses(open.owner.id()) {
+            events |= poll_events::EPOLLHUP | poll_events::EPOLLERR;
+        }
+        events
     }
 
     fn shared_mapping(card: &Arc<Card>) -> Option<&SharedMapping> {
@@ -299,6 +327,8 @@ enum Command {
     MapPeerBar,
     NocRead,
     NocWrite,
+    SmcMsg,
+    SmcWait,
 }
 
 impl Command {
@@ -323,6 +353,7 @@ impl Command {
             uapi::MAP_PEER_BAR => return Some(Self::MapPeerBar),
             uapi::NOC_READ => return Some(Self::NocRead),
             uapi::NOC_WRITE => return Some(Self::NocWrite),
+            uapi::SMC_MSG => return Some(Self::SmcMsg),
             _ => {}
         }
         // Our commands carry their struct's size, which grows with new
@@ -336,6 +367,7 @@ impl Command {
             uapi::LOCK_RELEASE_NR => (Self::Release, LockRelease::SIZE),
             uapi::LOCK_QUERY_NR => (Self::Query, LockQuery::SIZE),
             uapi::TLB_ALLOCATE_NR => (Self::TlbAllocate, TlbAllocate::SIZE),
+            uapi::SMC_WAIT_NR => (Self::SmcWait, SmcWait::SIZE),
             _ => return None,
         };
         (_IOC_SIZE(cmd) >= first_size).then_some(command)
@@ -1088,6 +1120,80 @@ impl OpenFile {
         let request = NocIo::decode(&bytes);
         let access = NocAccess::decode(&request)?;
         self.card.noc_write(self.owner.id(), &access, request.value)
+    }
+
+    /// SMC_MSG, tt-kmd 2.11's contract (src/smc.rs): POST, POLL or
+    /// ABANDON this file's firmware message.
+    fn smc_msg(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; SmcMsg::SIZE];
+        read_extensible(arg, &mut bytes)?;
+        let mut request = SmcMsg::decode(&bytes);
+        if request.queue_index != 0 || request.reserved0 != 0 {
+            return Err(EINVAL);
+        }
+        let queue = &self.card.smc;
+        let owner = self.owner.id();
+        match request.flags {
+            uapi::SMC_MSG_POST => {
+                queue.post(&self.card.firmware(), owner, &request.message, || {
+                    self.card.kick_smc()
+                })
+            }
+            uapi::SMC_MSG_POLL => {
+                let outcome = queue.poll(&self.card.firmware(), owner)?;
+                self.write_outcome(arg, &mut request, outcome)
+            }
+            uapi::SMC_MSG_ABANDON => {
+                queue.abandon(owner);
+                Ok(())
+            }
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// Writes the response of a done message back as POLL does: the whole
+    /// struct with `message` set, then `EREMOTEIO` for a nonzero status.
+    /// A message that got no response writes nothing.
+    fn write_outcome(&self, arg: usize, request: &mut SmcMsg, outcome: Outcome) -> Result {
+        match outcome {
+            Outcome::Answered(response) => {
+                request.message = response;
+                write_back(arg, &request.encode())?;
+                if response[0] != 0 {
+                    Err(EREMOTEIO)
+                } else {
+                    Ok(())
+                }
+            }
+            Outcome::Failed(e) => Err(e),
+        }
+    }
+
+    /// SMC_WAIT: POLL that sleeps until the message is done (see the C
+    /// header).
+    fn smc_wait(&self, arg: usize) -> Result {
+        let mut bytes = [0u8; SmcWait::SIZE];
+        read_extensible(arg, &mut bytes)?;
+        let mut request = SmcWait::decode(&bytes);
+        if request.reserved0 != 0 {
+            return Err(EINVAL);
+        }
+        let wait = wait_from_flags(request.flags, request.deadline_ns)?;
+        let outcome = self.card.smc.wait(self.owner.id(), wait)?;
+        request.out_flags = uapi::SMC_WAIT_DONE;
+        let result = match outcome {
+            Outcome::Answered(response) => {
+                request.message = response;
+                if response[0] != 0 {
+                    Err(EREMOTEIO)
+                } else {
+                    Ok(())
+                }
+            }
+            Outcome::Failed(e) => Err(e),
+        };
+        write_back(arg, &request.encode())?;
+        result
     }
 
     /// mmap of a BAR or a window (see src/mapping.rs): `EINVAL` outside a

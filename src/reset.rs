@@ -274,6 +274,8 @@ impl Card {
                 function.needs_post_reset.store(false, Ordering::Release);
                 let ok = function.marker_clear()? && function.restore_state()?;
                 if ok {
+                    // The firmware rebooted with an empty message queue.
+                    self.smc.chip_reset();
                     // The firmware rebooted: its table may be elsewhere.
                     let _ = self.telemetry.probe(&self.firmware());
                 }
@@ -297,6 +299,7 @@ impl Card {
             .excluding_faults(|| self.arbiter.fence_all_but(survivor));
         self.tlb.fence(fence, &|id| self.revoke_freed_window(id));
         self.power.fence(fence);
+        self.smc.fence(fence);
         self.dma.fence(&self.memory, fence);
         self.memory.zap_all();
     }

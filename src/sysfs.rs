@@ -22,6 +22,13 @@
 //! their pages, outbound (NOC DMA) regions in use out of 16, and whether
 //! an IOMMU translates the card's DMA.
 //!
+//! `/sys/class/tenstorrent/tenstorrent!N/smc/queue` shows the firmware
+//! message queue (src/smc.rs): one line per message from its post until
+//! its file collects it, in the order they are served: the poster's pid in
+//! the reader's pid namespace (0 for the driver's own messages, whose comm
+//! is `kernel`), its comm at post time, the message type, `queued`, `sent`
+//! or `done`, and its age. `smc/counters` is one line of counters.
+//!
 //! `/sys/class/tenstorrent/tenstorrent!N/tt_arbiter_version` is the
 //! project's version (the module's own, in `/sys/module/tenstorrent/`, is
 //! the level of tt-kmd's ABI it implements); the `tt_*` telemetry
@@ -48,6 +55,7 @@ use core::fmt::{
     self,
     Write, //
 };
+use kernel::error::code::ENOMEM;
 
 /// The names of the well-known locks, used by UMD; the others are named by
 /// their index.
@@ -99,6 +107,7 @@ const OPEN: u32 = 3;
 const POWER: u32 = 4;
 const TELEMETRY: u32 = 5;
 const ABOUT: u32 = 6;
+const SMC: u32 = 7;
 
 /// Votes shown in `power/votes`: the lines of as many fit in a page.
 const MAX_VOTES_SHOWN: usize = 24;
@@ -220,11 +229,13 @@ indexed_attribute_group!(
     ]
 );
 
+indexed_attribute_group!(SMC_GROUP: Card, SMC, Some(c"smc"), [c"queue", c"counters"]);
+
 // The project's own version; the module's is tt-kmd's ABI level.
 indexed_attribute_group!(ABOUT_GROUP: Card, ABOUT, None, [c"tt_arbiter_version"]);
 
 /// The attribute groups of a card's class device.
-pub(crate) static CARD_GROUPS: AttributeGroups<7> = AttributeGroups::new([
+pub(crate) static CARD_GROUPS: AttributeGroups<8> = AttributeGroups::new([
     &LOCKS_GROUP,
     &TLB_GROUP,
     &DMA_GROUP,
@@ -232,6 +243,7 @@ pub(crate) static CARD_GROUPS: AttributeGroups<7> = AttributeGroups::new([
     &POWER_GROUP,
     &TELEMETRY_GROUP,
     &ABOUT_GROUP,
+    &SMC_GROUP,
 ]);
 
 /// Writes a vote as `flags=0xFFFF validity=0xVV settings=S0,...,S13`.
@@ -261,6 +273,8 @@ impl ShowAttribute for Card {
             POWER => self.show_power_votes(out),
             TELEMETRY => self.show_telemetry(index, out),
             ABOUT => writeln!(out, "{}", crate::PROJECT_VERSION),
+            SMC if index == 0 => self.show_smc_queue(out),
+            SMC => self.show_smc_counters(out),
             _ => Ok(()),
         }
     }
@@ -306,6 +320,51 @@ impl Card {
             out.write_char('\n')?;
         }
         Ok(())
+    }
+
+    /// `smc/queue`: one line per message from post to collection, oldest
+    /// (first served) first.
+    fn show_smc_queue(&self, out: &mut Page<'_>) -> fmt::Result {
+        let Ok((messages, _, _)) = self.smc.view() else {
+            out.fail(ENOMEM);
+            return Ok(());
+        };
+        for m in messages.iter() {
+            write!(out, "pid={} comm=", m.pid)?;
+            write_comm(out, &m.comm)?;
+            writeln!(
+                out,
+                " type=0x{:02x} state={} age_ms={}",
+                m.code,
+                m.state,
+                m.age_ns / 1_000_000
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `smc/counters`: the queue's history, one line.
+    fn show_smc_counters(&self, out: &mut Page<'_>) -> fmt::Result {
+        let Ok((_, c, orphans)) = self.smc.view() else {
+            out.fail(ENOMEM);
+            return Ok(());
+        };
+        let average_us = c.latency_total_ns.checked_div(c.completed).unwrap_or(0) / 1000;
+        writeln!(
+            out,
+            "posted={} completed={} firmware_errors={} abandoned={} timeouts={} \
+             orphans={} orphans_dropped={} latency_avg_us={} latency_max_us={} timeout_ms={}",
+            c.posted,
+            c.completed,
+            c.firmware_errors,
+            c.abandoned,
+            c.timeouts,
+            orphans,
+            c.orphans_dropped,
+            average_us,
+            c.latency_max_ns / 1000,
+            self.smc.timeout_ms()
+        )
     }
 
     fn show_open(&self, out: &mut Page<'_>) -> fmt::Result {

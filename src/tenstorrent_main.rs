@@ -34,6 +34,7 @@ mod registry;
 mod reset;
 #[path = "../rust/mod.rs"]
 mod rust_ext;
+mod smc;
 mod sysfs;
 mod telemetry;
 mod tlb;

@@ -32,12 +32,14 @@ pub(crate) const EXPORT_TLB_DMABUF: u32 = _IO(IOCTL_MAGIC, 16);
 pub(crate) const SET_POWER_STATE: u32 = _IO(IOCTL_MAGIC, 15);
 pub(crate) const NOC_READ: u32 = _IO(IOCTL_MAGIC, 18);
 pub(crate) const NOC_WRITE: u32 = _IO(IOCTL_MAGIC, 19);
+pub(crate) const SMC_MSG: u32 = _IO(IOCTL_MAGIC, 17);
 
 pub(crate) const LOCK_ACQUIRE_NR: u32 = 0x40;
 pub(crate) const LOCK_ACQUIRE_SET_NR: u32 = 0x41;
 pub(crate) const LOCK_RELEASE_NR: u32 = 0x42;
 pub(crate) const LOCK_QUERY_NR: u32 = 0x43;
 pub(crate) const TLB_ALLOCATE_NR: u32 = 0x44;
+pub(crate) const SMC_WAIT_NR: u32 = 0x45;
 
 /// `driver_version` of GET_DRIVER_INFO: the C driver's API version.
 pub(crate) const DRIVER_API_VERSION: u32 = 2;
@@ -50,6 +52,11 @@ pub(crate) const LOCK_CTL_ACQUIRE_BLOCKING: u32 = 3;
 pub(crate) const LOCK_NONBLOCK: u32 = 1 << 0;
 pub(crate) const LOCK_DEADLINE: u32 = 1 << 1;
 pub(crate) const LOCK_OWNER_DIED: u32 = 1 << 0;
+
+pub(crate) const SMC_MSG_POST: u32 = 1 << 0;
+pub(crate) const SMC_MSG_POLL: u32 = 1 << 1;
+pub(crate) const SMC_MSG_ABANDON: u32 = 1 << 2;
+pub(crate) const SMC_WAIT_DONE: u32 = 1 << 0;
 
 pub(crate) const LOCK_QUERY_HELD: u32 = 1 << 0;
 pub(crate) const LOCK_QUERY_HELD_BY_CALLER: u32 = 1 << 1;
@@ -88,6 +95,22 @@ impl<const N: usize> Field for [u8; N] {
     }
     fn put(&self, bytes: &mut [u8]) {
         bytes[..N].copy_from_slice(self);
+    }
+}
+
+impl<const N: usize> Field for [u32; N] {
+    const SIZE: usize = 4 * N;
+    fn get(bytes: &[u8]) -> Self {
+        let mut words = [0u32; N];
+        for (i, word) in words.iter_mut().enumerate() {
+            *word = u32::get(&bytes[4 * i..]);
+        }
+        words
+    }
+    fn put(&self, bytes: &mut [u8]) {
+        for (i, word) in self.iter().enumerate() {
+            word.put(&mut bytes[4 * i..]);
+        }
     }
 }
 
@@ -470,3 +493,26 @@ abi_struct!(
 );
 
 const _: () = assert!(NocIo::SIZE == 32);
+
+abi_struct!(
+    /// `struct tenstorrent_smc_msg` (tt-kmd 2.11).
+    SmcMsg {
+        argsz: u32,
+        flags: u32,
+        queue_index: u32,
+        reserved0: u32,
+        message: [u32; 8],
+    }
+);
+
+abi_struct!(
+    /// `struct tenstorrent_smc_wait`.
+    SmcWait {
+        argsz: u32,
+        flags: u32,
+        deadline_ns: u64,
+        out_flags: u32,
+        reserved0: u32,
+        message: [u32; 8],
+    }
+);

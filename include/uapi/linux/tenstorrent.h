@@ -76,16 +76,17 @@
 #define TENSTORRENT_IOCTL_EXPORT_TLB_DMABUF	_IO(TENSTORRENT_IOCTL_MAGIC, 16)
 #define TENSTORRENT_IOCTL_RESET_DEVICE		_IO(TENSTORRENT_IOCTL_MAGIC, 6)
 #define TENSTORRENT_IOCTL_MAP_PEER_BAR		_IO(TENSTORRENT_IOCTL_MAGIC, 9)
+#define TENSTORRENT_IOCTL_SMC_MSG		_IO(TENSTORRENT_IOCTL_MAGIC, 17)
 #define TENSTORRENT_IOCTL_NOC_READ		_IO(TENSTORRENT_IOCTL_MAGIC, 18)
 #define TENSTORRENT_IOCTL_NOC_WRITE		_IO(TENSTORRENT_IOCTL_MAGIC, 19)
 
 /*
  * The C driver's commands that start with `argsz` (SET_NOC_CLEANUP,
- * SET_POWER_STATE, EXPORT_TLB_DMABUF, NOC_READ, NOC_WRITE) negotiate it as
- * tt-kmd 2.11 does, and as this module's own commands do: argsz below the
- * struct's size is EINVAL (nothing past argsz is read), a larger argsz is
- * accepted when the bytes past the kernel's struct are zero (E2BIG
- * otherwise, and above 4096), unknown flags are EINVAL.
+ * SET_POWER_STATE, EXPORT_TLB_DMABUF, SMC_MSG, NOC_READ, NOC_WRITE)
+ * negotiate it as tt-kmd 2.11 does, and as this module's own commands do:
+ * argsz below the struct's size is EINVAL (nothing past argsz is read), a
+ * larger argsz is accepted when the bytes past the kernel's struct are zero
+ * (E2BIG otherwise, and above 4096), unknown flags are EINVAL.
  */
 
 /*
@@ -721,5 +722,69 @@ struct tenstorrent_noc_write {
 	__u64 addr;
 	__u64 value;
 };
+
+/*
+ * SMC_MSG (tt-kmd 2.11): a message to the card's ARC firmware (the system
+ * management controller) through its message queue, which the driver owns
+ * and shares between the open files and its own messages, in arrival
+ * order. A file has at most one message outstanding.
+ *
+ * flags is exactly one of:
+ * - POST: queues message[] (word 0: the message type in its low byte).
+ *   EBUSY if this file has a message outstanding; EOPNOTSUPP (nothing
+ *   posted) when the firmware publishes no queue.
+ * - POLL: collects the response into message[]: 0, or EREMOTEIO when the
+ *   firmware's status (message[0]) is nonzero (0xFFFFFFFF: the queue could
+ *   not be read or written); either way the file may post again. EAGAIN
+ *   while the message is outstanding, ESRCH when the file has none.
+ *   Beyond tt-kmd: ETIMEDOUT when the firmware did not answer it (or one
+ *   ahead of it) in time, ENODEV when a reset fenced the file or the card
+ *   went away; the file may post again after these too.
+ * - ABANDON: forgets the file's message (its response is dropped when it
+ *   comes). Always 0. Closing the file abandons too.
+ * argsz >= 48 (a larger one's tail must be zero: E2BIG otherwise),
+ * queue_index and reserved0 zero, other flags: EINVAL.
+ *
+ * The file is readable (poll/select/epoll: EPOLLIN) when its message is
+ * done and writable (EPOLLOUT) when it may post; SMC_WAIT sleeps for it.
+ */
+#define TENSTORRENT_SMC_MSG_POST	(1U << 0)
+#define TENSTORRENT_SMC_MSG_POLL	(1U << 1)
+#define TENSTORRENT_SMC_MSG_ABANDON	(1U << 2)
+
+struct tenstorrent_smc_msg {
+	__u32 argsz;
+	__u32 flags;
+	__u32 queue_index;
+	__u32 reserved0;
+	__u32 message[8];
+};
+
+/*
+ * SMC_WAIT (tt-arbiter): POLL that sleeps until the file's message is done,
+ * with the locks' waits: flags 0 waits for ever, TENSTORRENT_LOCK_NONBLOCK
+ * does not wait (EAGAIN), TENSTORRENT_LOCK_DEADLINE waits until
+ * deadline_ns, absolute CLOCK_MONOTONIC of the caller's time namespace
+ * (ETIMEDOUT, also when already past). EINTR when a signal handler ran
+ * (call again: the deadline is absolute), ENODEV once the card is gone,
+ * ESRCH with nothing outstanding. When the message is done, out_flags has
+ * TENSTORRENT_SMC_WAIT_DONE and the result is POLL's (0, EREMOTEIO with
+ * message[] written; ETIMEDOUT or ENODEV from the message itself); without
+ * it, ETIMEDOUT is the caller's deadline and the message stays
+ * outstanding.
+ */
+#define TENSTORRENT_SMC_WAIT_DONE	(1U << 0)
+
+struct tenstorrent_smc_wait {
+	__u32 argsz;		/* in */
+	__u32 flags;		/* in: TENSTORRENT_LOCK_NONBLOCK | _DEADLINE */
+	__u64 deadline_ns;	/* in */
+	__u32 out_flags;	/* out */
+	__u32 reserved0;	/* in: 0 */
+	__u32 message[8];	/* out */
+};
+
+#define TENSTORRENT_IOCTL_SMC_WAIT \
+	_IOWR(TENSTORRENT_IOCTL_MAGIC, 0x45, struct tenstorrent_smc_wait)
 
 #endif /* _UAPI_LINUX_TENSTORRENT_H */

@@ -575,6 +575,37 @@ abi_struct! {
         pub size: u64,
     }
 
+    /// SMC_MSG argument (tt-kmd 2.11).
+    "tenstorrent_smc_msg" => pub struct SmcMsg {
+        /// At least 48.
+        pub argsz: u32,
+        /// Exactly one of `SMC_MSG_POST`, `_POLL`, `_ABANDON`.
+        pub flags: u32,
+        /// 0.
+        pub queue_index: u32,
+        /// 0.
+        pub reserved0: u32,
+        /// The request on POST (word 0: the type in its low byte), the
+        /// response on POLL (word 0: the firmware's status).
+        pub message: [u32; 8],
+    }
+
+    /// SMC_WAIT argument.
+    "tenstorrent_smc_wait" => pub struct SmcWait {
+        /// At least 56.
+        pub argsz: u32,
+        /// In: 0, [`LOCK_NONBLOCK`] or [`LOCK_DEADLINE`].
+        pub flags: u32,
+        /// In: absolute CLOCK_MONOTONIC nanoseconds, with [`LOCK_DEADLINE`].
+        pub deadline_ns: u64,
+        /// Out: [`SMC_WAIT_DONE`] when the message is done.
+        pub out_flags: u32,
+        /// 0.
+        pub reserved0: u32,
+        /// Out: the response.
+        pub message: [u32; 8],
+    }
+
     /// SET_POWER_STATE argument.
     "tenstorrent_power_state" => pub struct PowerState {
         /// At least 40 (the bytes past 40 zero).
@@ -683,7 +714,9 @@ extensible!(
     PowerState,
     ExportTlbDmabuf,
     NocRead,
-    NocWrite
+    NocWrite,
+    SmcMsg,
+    SmcWait
 );
 
 // ---- constants ------------------------------------------------------------
@@ -777,6 +810,18 @@ pub const MAPPING_RESOURCE2_WC: u32 = 6;
 pub const IOCTL_TLB_ALLOCATE: u32 = iowr(IOCTL_MAGIC, 0x44, size_of::<TlbAllocate>());
 /// Window ids are below this.
 pub const TLB_MAX_WINDOWS: u32 = 256;
+/// SMC_MSG, `_IO(0xFA, 17)` (tt-kmd 2.11).
+pub const IOCTL_SMC_MSG: u32 = io(IOCTL_MAGIC, 17);
+/// SMC_MSG: queue a message.
+pub const SMC_MSG_POST: u32 = 1 << 0;
+/// SMC_MSG: collect the response.
+pub const SMC_MSG_POLL: u32 = 1 << 1;
+/// SMC_MSG: forget the message.
+pub const SMC_MSG_ABANDON: u32 = 1 << 2;
+/// SMC_WAIT, `_IOWR(0xFA, 0x45, struct tenstorrent_smc_wait)`.
+pub const IOCTL_SMC_WAIT: u32 = iowr(IOCTL_MAGIC, 0x45, size_of::<SmcWait>());
+/// SMC_WAIT out_flags: the message is done (collected).
+pub const SMC_WAIT_DONE: u32 = 1 << 0;
 /// mmap offset space of uncached TLB windows (plus the window's BAR offset).
 pub const MMAP_OFFSET_TLB_UC: u64 = 6 << 36;
 /// mmap offset space of write-combined TLB windows.
@@ -990,6 +1035,12 @@ pub const DEFINES: &[(&str, u64)] = &[
         PIN_PAGES_READ_ONLY as u64,
     ),
     ("TENSTORRENT_IOCTL_TLB_ALLOCATE", IOCTL_TLB_ALLOCATE as u64),
+    ("TENSTORRENT_IOCTL_SMC_MSG", IOCTL_SMC_MSG as u64),
+    ("TENSTORRENT_SMC_MSG_POST", SMC_MSG_POST as u64),
+    ("TENSTORRENT_SMC_MSG_POLL", SMC_MSG_POLL as u64),
+    ("TENSTORRENT_SMC_MSG_ABANDON", SMC_MSG_ABANDON as u64),
+    ("TENSTORRENT_IOCTL_SMC_WAIT", IOCTL_SMC_WAIT as u64),
+    ("TENSTORRENT_SMC_WAIT_DONE", SMC_WAIT_DONE as u64),
     ("TENSTORRENT_TLB_MAX_WINDOWS", TLB_MAX_WINDOWS as u64),
     ("TENSTORRENT_MMAP_OFFSET_TLB_UC", MMAP_OFFSET_TLB_UC),
     ("TENSTORRENT_MMAP_OFFSET_TLB_WC", MMAP_OFFSET_TLB_WC),
@@ -1107,6 +1158,8 @@ mod tests {
         entry::<ConfigureTlbOut>(&mut m);
         entry::<ConfigureTlb>(&mut m);
         entry::<TlbAllocate>(&mut m);
+        entry::<SmcMsg>(&mut m);
+        entry::<SmcWait>(&mut m);
         m
     }
 

@@ -384,6 +384,11 @@ pub struct ArcFirmware {
     /// so a test can tell a reset from a missing message.
     power_settings_received: u64,
     last_power_setting: Option<PowerSetting>,
+    /// How long after its doorbell the firmware gets to the message
+    /// queues (`arc-slow`), and when it will: a slow firmware answers on
+    /// the first access after that time (nothing here sleeps).
+    queue_latency: Duration,
+    queue_due: Option<Instant>,
 }
 
 impl ArcFirmware {
@@ -412,6 +417,8 @@ impl ArcFirmware {
             log: Vec::new(),
             power_settings_received: 0,
             last_power_setting: None,
+            queue_latency: Duration::ZERO,
+            queue_due: None,
         };
         fw.boot();
         fw
@@ -467,9 +474,36 @@ impl ArcFirmware {
         self.hung_since.is_none()
     }
 
+    /// Fault: the firmware gets to its message queues `latency` after
+    /// their doorbell rings (zero: at once, the default). Mailbox messages
+    /// are still answered at once. Survives resets, as a hang does.
+    pub fn set_queue_latency(&mut self, latency: Duration) {
+        self.queue_latency = latency;
+        // Anything waiting for a slow firmware is served now.
+        if latency.is_zero() && self.queue_due.take().is_some() && self.responding() {
+            self.process_queues();
+        }
+    }
+
+    pub fn queue_latency(&self) -> Duration {
+        self.queue_latency
+    }
+
+    /// Serves the message queues if a slow firmware's time for it has come.
+    fn tick(&mut self) {
+        match self.queue_due {
+            Some(due) if Instant::now() >= due && self.responding() => {
+                self.queue_due = None;
+                self.process_queues();
+            }
+            _ => {}
+        }
+    }
+
     /// Read a word of the ARC tile; `addr` as the NOC carries it (low two
     /// bits ignored). None: nothing of the ARC tile answers there.
     pub fn read32(&mut self, addr: u64) -> Option<u32> {
+        self.tick();
         match decode(self.arch, addr & !3)? {
             Region::Csm(off) => Some(self.csm_read(CSM_BASE + off)),
             Region::Apb(off) => Some(self.apb_read(off)),
@@ -478,6 +512,7 @@ impl ArcFirmware {
 
     /// Write a word of the ARC tile. Returns false if nothing is there.
     pub fn write32(&mut self, addr: u64, value: u32) -> bool {
+        self.tick();
         match decode(self.arch, addr & !3) {
             Some(Region::Csm(off)) => {
                 self.csm_write(CSM_BASE + off, value);
@@ -564,6 +599,7 @@ impl ArcFirmware {
 
     fn boot(&mut self) {
         self.csm.iter_mut().for_each(|w| *w = 0);
+        self.queue_due = None;
         self.apb.clear();
         self.booted = Instant::now();
         self.hung_total = Duration::ZERO;
@@ -705,24 +741,35 @@ impl ArcFirmware {
         if !self.responding() || self.asleep {
             return;
         }
+        if self.arch == Arch::Wormhole {
+            self.wh_mailbox(5, 3);
+            self.wh_mailbox(2, 4);
+        }
+        if self.queue_latency.is_zero() {
+            self.process_queues();
+        } else if self.queue_due.is_none() {
+            self.queue_due = Some(Instant::now() + self.queue_latency);
+        }
+        if self.arch == Arch::Blackhole {
+            self.msi_entries = 0;
+            self.msi_doorbell = false;
+        }
+        let misc = self.apb_get(apb::ARC_MISC_CNTL) & !self.irq0_mask();
+        self.apb.insert(apb::ARC_MISC_CNTL, misc);
+    }
+
+    fn process_queues(&mut self) {
+        if self.asleep {
+            return;
+        }
         match self.arch {
-            Arch::Wormhole => {
-                self.wh_mailbox(5, 3);
-                self.wh_mailbox(2, 4);
-                if !self.asleep {
-                    self.process_queue(WH_QUEUE_ADDR, 0);
-                }
-            }
+            Arch::Wormhole => self.process_queue(WH_QUEUE_ADDR, 0),
             Arch::Blackhole => {
                 for q in 0..BH_NUM_QUEUES {
                     self.process_queue(BH_QUEUES_ADDR + q * QUEUE_BYTES, q as u8);
                 }
-                self.msi_entries = 0;
-                self.msi_doorbell = false;
             }
         }
-        let misc = self.apb_get(apb::ARC_MISC_CNTL) & !self.irq0_mask();
-        self.apb.insert(apb::ARC_MISC_CNTL, misc);
     }
 
     fn wh_mailbox(&mut self, msg_reg: u32, arg_reg: u32) {
@@ -898,12 +945,16 @@ impl ArcFirmware {
         }
     }
 
-    /// Wormhole's queue carries what tt-kmd 2.10 sends through it: power
-    /// settings. Its other codes are not known from any source.
+    /// Wormhole's queue carries what tt-kmd sends through it: power
+    /// settings (2.10) and, from SMC_MSG's test program (2.11
+    /// `test/smc_msg.cpp`: "TEST is handled by both WH and BH queue
+    /// firmware"), TEST, answered with its argument plus one. Its other
+    /// codes are not known from any source.
     fn wh_queue_handle(&mut self, request: &[u32; 8]) -> [u32; 8] {
         let mut response = [0u32; 8];
         match request[0] as u8 {
             msg::WH_POWER_SETTING => self.apply_power(request),
+            msg::TEST => response[1] = request[1].wrapping_add(1),
             _ => response[0] = QUEUE_STATUS_UNKNOWN,
         }
         response
@@ -1990,6 +2041,54 @@ mod tests {
         assert_eq!(fw.read32(base + 0x10), Some(1));
         assert_eq!(fw.read32(base + 0x14), Some(1));
         assert_eq!(fw.messages()[0].response[1], 6);
+    }
+
+    /// tt-kmd 2.11 `test/smc_msg.cpp`: TEST answers its argument plus one
+    /// with status 0 on both chips' queues; 0x02 is no message type on
+    /// either and answers a nonzero status.
+    #[test]
+    fn queue_test_and_unknown_on_both_chips() {
+        for arch in [WH, BH] {
+            let mut fw = ArcFirmware::new(arch);
+            let r = kmd_queue_send(&mut fw, [0x90, 42, 0, 0, 0, 0, 0, 0]).unwrap();
+            assert_eq!((r[0], r[1]), (0, 43), "{arch:?} TEST");
+            let r = kmd_queue_send(&mut fw, [0x02, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+            assert_ne!(r[0], 0, "{arch:?} unknown type");
+        }
+    }
+
+    /// `arc-slow`: the queue is served on the first access after the
+    /// latency, not inside the doorbell; mailboxes stay immediate.
+    #[test]
+    fn slow_firmware_answers_the_queue_late() {
+        for arch in [WH, BH] {
+            let mut fw = ArcFirmware::new(arch);
+            fw.set_queue_latency(Duration::from_secs(3600));
+            assert_eq!(kmd_queue_send(&mut fw, [0x90, 1, 0, 0, 0, 0, 0, 0]), None);
+            if arch == WH {
+                assert_eq!(kmd_wh_send(&mut fw, msg::NOP, 0, 0), Ok(0), "mailbox");
+            }
+            assert!(fw
+                .messages()
+                .iter()
+                .all(|m| m.channel != Channel::Queue { index: 0 }));
+            // Back to normal: what waited is served at once.
+            fw.set_queue_latency(Duration::ZERO);
+            let m = fw.messages().last().unwrap().clone();
+            assert_eq!((m.channel, m.response[1]), (Channel::Queue { index: 0 }, 2));
+
+            // A short latency passes by itself (with a generous bound: the
+            // host may be slow).
+            fw.set_queue_latency(Duration::from_millis(1));
+            // (What it pops is TEST 1's response, left in the queue above.)
+            kmd_queue_send(&mut fw, [0x90, 7, 0, 0, 0, 0, 0, 0]);
+            let start = Instant::now();
+            while fw.messages().last().unwrap().response[1] != 8 {
+                assert!(start.elapsed() < Duration::from_secs(10));
+                fw.read32(0x8_8003_0060).or(fw.read32(0x8003_0060));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
     }
 
     #[test]

@@ -345,6 +345,11 @@ impl Card {
         self.noc.arc_mut().set_responding(on);
     }
 
+    /// How long the ARC firmware takes to get to its message queues.
+    pub fn set_arc_queue_latency(&mut self, latency: std::time::Duration) {
+        self.noc.arc_mut().set_queue_latency(latency);
+    }
+
     /// Reads tile memory as NOC0 sees it, without a window (for tests and
     /// the emulator itself). All ones where nothing answers.
     pub fn noc_read(&mut self, x: u8, y: u8, addr: u64, buf: &mut [u8]) {

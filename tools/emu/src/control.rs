@@ -49,6 +49,9 @@ pub enum Command {
     /// The ARC firmware stops answering.
     ArcHang,
     ArcResume,
+    /// The ARC firmware gets to its message queues this many milliseconds
+    /// after their doorbell (0: at once).
+    ArcSlow(u32),
     /// Delay each BAR access reply by this many milliseconds.
     Delay(u32),
     Aer(AerError),
@@ -86,7 +89,7 @@ pub enum Command {
 }
 
 const HELP: &str = "commands: ping | help | status | vanish | reappear | exit [STATUS] | \
-arc-hang | arc-resume | delay MS | aer correctable|nonfatal|fatal | \
+arc-hang | arc-resume | arc-slow MS | delay MS | aer correctable|nonfatal|fatal | \
 noc-read X Y ADDR LEN | noc-write X Y ADDR HEX | dma-read IOVA LEN | \
 dma-write IOVA HEX | msi | unplug | resets | power | board (numbers decimal or 0x-hex)";
 
@@ -176,6 +179,13 @@ pub fn parse(line: &str) -> Result<Option<Command>, String> {
         }
         "arc-hang" => want(0, "arc-hang").map(|_| Command::ArcHang)?,
         "arc-resume" => want(0, "arc-resume").map(|_| Command::ArcResume)?,
+        "arc-slow" => {
+            want(1, "arc-slow MS")?;
+            let ms = number(args[0], "arc-slow")?;
+            Command::ArcSlow(
+                u32::try_from(ms).map_err(|_| "arc-slow: MS is too large".to_string())?,
+            )
+        }
         "msi" => want(0, "msi").map(|_| Command::Msi)?,
         "unplug" => want(0, "unplug").map(|_| Command::Unplug)?,
         "resets" => want(0, "resets").map(|_| Command::Resets)?,
@@ -304,6 +314,10 @@ pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
                 "arc hung"
             }
             .into())
+        }
+        Command::ArcSlow(ms) => {
+            lock(&shared.card).set_arc_queue_latency(std::time::Duration::from_millis(ms.into()));
+            ok(format!("arc queue latency {ms} ms"))
         }
         Command::Delay(ms) => {
             shared.delay_ms.store(ms, Ordering::SeqCst);
@@ -535,6 +549,10 @@ mod tests {
         assert!(parse("exit 256").is_err());
         assert_eq!(p("arc-hang"), Command::ArcHang);
         assert_eq!(p("arc-resume"), Command::ArcResume);
+        assert_eq!(p("arc-slow 0"), Command::ArcSlow(0));
+        assert_eq!(p("arc-slow 0x10"), Command::ArcSlow(16));
+        assert!(parse("arc-slow").is_err());
+        assert!(parse("arc-slow 5000000000").is_err());
         assert_eq!(p("resets"), Command::Resets);
         assert_eq!(p("power"), Command::Power);
         assert_eq!(p("board"), Command::Board);

@@ -97,6 +97,13 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
         value: 0xA5,
         ..abi::NocWrite::new()
     };
+    // TEST (0x90) with an argument: the firmware answers it + 1.
+    let mut smc_post = abi::SmcMsg {
+        flags: abi::SMC_MSG_POST,
+        ..abi::SmcMsg::new()
+    };
+    smc_post.message[0] = 0x90;
+    smc_post.message[1] = 1;
     Ok(vec![
         Case {
             name: "ACQUIRE",
@@ -185,6 +192,26 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
             unknown_flag: 1,
             before: nothing,
             after: nothing_after,
+        },
+        Case {
+            name: "SMC_MSG",
+            cmd: abi::IOCTL_SMC_MSG,
+            body: bytes_of(&smc_post),
+            // Not one of POST, POLL, ABANDON.
+            unknown_flag: 1 << 3,
+            before: nothing,
+            // The posted TEST is abandoned: the next POST may come.
+            after: |d, _| {
+                let mut abandon = abi::SmcMsg {
+                    flags: abi::SMC_MSG_ABANDON,
+                    ..abi::SmcMsg::new()
+                };
+                expect_ok(
+                    ioctl(d, abi::IOCTL_SMC_MSG, &mut abandon),
+                    "SMC_MSG ABANDON",
+                )
+                .map(|_| ())
+            },
         },
     ])
 }

@@ -21,7 +21,7 @@ const OTHER: u32 = 44;
 /// Runs `check` in a process of a new time namespace whose CLOCK_MONOTONIC
 /// is the host's plus `offset_s` seconds. A check that never returns (a
 /// deadline taken on the wrong clock) fails after PATIENCE.
-fn in_time_namespace(offset_s: i64, check: fn() -> TestResult) -> TestResult {
+pub(super) fn in_time_namespace(offset_s: i64, check: fn() -> TestResult) -> TestResult {
     let helper = spawn("time namespace", &[], move |_| {
         // SAFETY: unshare(2) with a flag; this process is single-threaded.
         let rc = unsafe { libc::unshare(libc::CLONE_NEWTIME) };
@@ -49,7 +49,7 @@ fn in_time_namespace(offset_s: i64, check: fn() -> TestResult) -> TestResult {
 
 /// `Err` unless `r` is ETIMEDOUT, returned at or after `deadline` on this
 /// process's (the namespace's) clock.
-fn timed_out(r: io::Result<i32>, deadline: u64, what: &str) -> TestResult {
+pub(super) fn timed_out(r: io::Result<i32>, deadline: u64, what: &str) -> TestResult {
     let after = now_ns();
     expect_errno(r, libc::ETIMEDOUT, what)?;
     ensure!(

@@ -329,6 +329,9 @@ enum Known {
     },
     /// Ours: writes back `size` bytes (0: RELEASE writes nothing).
     Ours { writes: usize },
+    /// SMC_MSG (tt-kmd 2.11) and SMC_WAIT: write back `writes` bytes; their
+    /// own errnos (a message outstanding, none, the firmware's status).
+    Smc { writes: usize },
 }
 
 fn known(cmd: u32) -> Option<Known> {
@@ -381,6 +384,7 @@ fn known(cmd: u32) -> Option<Known> {
                 reads: true,
             })
         }
+        c if c == abi::IOCTL_SMC_MSG => return Some(Known::Smc { writes: 48 }),
         c if c == abi::IOCTL_EXPORT_TLB_DMABUF || c == abi::IOCTL_NOC_READ => {
             return Some(Known::CDriver {
                 at: 0,
@@ -422,6 +426,7 @@ fn known(cmd: u32) -> Option<Known> {
         0x42 => (16, 0),
         0x43 => (80, 80),
         0x44 => (56, 56),
+        0x45 => return (size >= 56).then_some(Known::Smc { writes: 56 }),
         _ => return None,
     };
     (size >= first).then_some(Known::Ours { writes })
@@ -492,6 +497,19 @@ fn judge(input: &Input, errno: i32) -> TestResult {
             libc::EBADF,
             libc::EOPNOTSUPP,
         ],
+        Known::Smc { .. } => &[
+            0,
+            libc::EFAULT,
+            libc::EINVAL,
+            libc::E2BIG,
+            libc::EBUSY,
+            libc::EAGAIN,
+            libc::ESRCH,
+            libc::EREMOTEIO,
+            libc::EOPNOTSUPP,
+            libc::ETIMEDOUT,
+            libc::EINTR,
+        ],
         Known::Ours { .. } => &[
             0,
             libc::EFAULT,
@@ -540,7 +558,9 @@ fn write_window(input: &Input, ptr: usize) -> (usize, usize) {
             ptr.wrapping_add(8),
             ptr.wrapping_add(8).saturating_add(osb.saturating_mul(24)),
         ),
-        Some(Known::Ours { writes }) => (ptr, ptr.saturating_add(writes)),
+        Some(Known::Ours { writes }) | Some(Known::Smc { writes }) => {
+            (ptr, ptr.saturating_add(writes))
+        }
         Some(Known::CDriver { at, len, sized, .. }) => {
             let n = if sized { osb } else { len };
             (ptr.wrapping_add(at), ptr.wrapping_add(at).saturating_add(n))

@@ -1,0 +1,697 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The card's ARC firmware message queue, owned by the driver and shared by
+//! the open files (SMC_MSG, tt-kmd 2.11) and the driver's own messages
+//! (power votes, the Blackhole reset's messages).
+//!
+//! The firmware's queue carries one request at a time for the driver: a
+//! message is *queued* (in arrival order, whoever sent it), then *sent*
+//! (written into the firmware's queue, the doorbell rung), then *done*:
+//! answered, or failed (`ETIMEDOUT` from a silent firmware, `ENODEV` when
+//! the card goes or a reset fences its file, `EOPNOTSUPP` for firmware
+//! without a queue). A file has at most one message outstanding; a done
+//! message waits for its file to collect it (POLL, the blocking wait).
+//!
+//! What is better than tt-kmd 2.11, whose queue only moves inside some
+//! file's POST or POLL:
+//!
+//! - The queue advances by itself: while a message is outstanding a work
+//!   item looks at the queue every [`POLL_PERIOD_MS`] and collects the
+//!   response the moment it is there, so a file that sleeps in `poll(2)`,
+//!   `epoll` or the blocking wait is woken without polling. Neither chip's
+//!   firmware raises an interrupt to the host when it answers (tt-kmd,
+//!   tt-umd and luwen all poll the response pointer; the Blackhole MSI
+//!   catcher is the host-to-ARC doorbell), so a kernel-side poll is the
+//!   only way; it runs only while something is outstanding, so an idle card
+//!   costs nothing.
+//! - Arrival order across files, the driver's own messages included (tt-kmd
+//!   lets the driver's jump the queue): with one message per file, a file
+//!   posting in a loop delays another file's message by at most one message.
+//! - Silent firmware: a message the firmware has not answered within
+//!   [`MSG_TIMEOUT_MS`] of being sent (or that could not be sent for that
+//!   long: firmware not ready, queue full) fails with `ETIMEDOUT`, and so
+//!   does every message queued behind it. The queue is then re-initialised:
+//!   the request the firmware still holds is counted as an orphan whose
+//!   response, if it ever comes, is dropped rather than given to the next
+//!   message, and the queue is looked up again for the next one.
+//! - Abandoned messages (ABANDON, close, a killed process) are orphans the
+//!   same way: nothing waits for them and nothing wedges.
+//! - Unbind completes every outstanding message with `ENODEV`; a reset
+//!   that fences files completes theirs with `ENODEV`, and the reset
+//!   itself (POST_RESET) forgets what the rebooted firmware dropped.
+//!
+//! Lock order: [`SmcQueue`]'s mutex, then the kernel window's
+//! (src/mapping.rs). The power votes' mutex (src/power.rs) is taken before
+//! this one; nothing is taken inside it that could take the votes'.
+
+use crate::{
+    arbiter::{
+        Fence,
+        OwnerId,
+        Requester, //
+    },
+    arc::{
+        ArcMessage,
+        Firmware, //
+    },
+    rust_ext::{
+        task::TASK_COMM_LEN,
+        time::monotonic_ns, //
+    },
+    wait::{
+        self,
+        Wait,
+        Woken, //
+    },
+};
+use core::sync::atomic::{
+    AtomicU32,
+    Ordering, //
+};
+use kernel::{
+    new_mutex, new_poll_condvar,
+    prelude::*,
+    sync::{
+        poll::PollCondVar,
+        Mutex, //
+    },
+    time::{
+        delay::fsleep,
+        Delta, //
+    },
+};
+
+/// How long the firmware has to answer a message once it is sent, or to
+/// take it once it is the next to go (tt-kmd's `ARC_MSG_TIMEOUT_MS`);
+/// debugfs `smc_timeout_ms` changes it per card (for tests).
+pub(crate) const MSG_TIMEOUT_MS: u32 = 1000;
+/// How often the queue is looked at while a message is outstanding.
+pub(crate) const POLL_PERIOD_MS: u32 = 1;
+/// Longest a driver message waits, queued and sent (one message ahead of
+/// it and its own, at the default deadline).
+pub(crate) const KERNEL_WAIT_MS: u32 = 2 * MSG_TIMEOUT_MS;
+/// How often a driver message's sender looks at the queue itself.
+const KERNEL_POLL_INTERVAL: Delta = Delta::from_micros(100);
+/// Most responses collected and messages sent in one go.
+const MAX_ROUNDS: usize = 64;
+/// A response's status word when the queue could not be read or written
+/// (tt-kmd's `ARC_MSG_STATUS_HW_ERROR`).
+pub(crate) const STATUS_HW_ERROR: u32 = u32::MAX;
+
+/// Who sent a message.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Sender {
+    /// An open file (SMC_MSG).
+    File(OwnerId),
+    /// The driver itself, one ticket per message.
+    Kernel(u64),
+}
+
+/// How a message ended.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Outcome {
+    /// The firmware's response; its first word is the status (0: success).
+    Answered(ArcMessage),
+    /// It got no response.
+    Failed(Error),
+}
+
+/// One message, from its post until its sender collects it.
+struct Message {
+    sender: Sender,
+    /// The process that posted it, for sysfs (none for the driver's own).
+    requester: Option<Requester>,
+    request: ArcMessage,
+    posted_ns: i64,
+    /// When it went into the firmware's queue.
+    sent_ns: Option<i64>,
+    outcome: Option<Outcome>,
+}
+
+impl Message {
+    fn is_queued(&self) -> bool {
+        self.sent_ns.is_none() && self.outcome.is_none()
+    }
+
+    fn is_in_flight(&self) -> bool {
+        self.sent_ns.is_some() && self.outcome.is_none()
+    }
+}
+
+/// What sysfs shows of the queue's history.
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Counters {
+    /// Messages accepted (the driver's own included).
+    pub(crate) posted: u64,
+    /// Messages the firmware answered, with any status.
+    pub(crate) completed: u64,
+    /// Of those, answered with a nonzero status.
+    pub(crate) firmware_errors: u64,
+    /// Messages abandoned before their sender collected them (ABANDON,
+    /// close).
+    pub(crate) abandoned: u64,
+    /// Messages failed with `ETIMEDOUT`.
+    pub(crate) timeouts: u64,
+    /// Responses dropped because nobody waited for them any more.
+    pub(crate) orphans_dropped: u64,
+    /// Total and longest time from post to response of the answered ones.
+    pub(crate) latency_total_ns: u64,
+    pub(crate) latency_max_ns: u64,
+}
+
+/// One outstanding message as sysfs shows it.
+pub(crate) struct MessageInfo {
+    /// The poster's pid in the reader's pid namespace (0: the driver, or
+    /// not visible there) and its comm at post time.
+    pub(crate) pid: u32,
+    pub(crate) comm: [u8; TASK_COMM_LEN],
+    /// The message type: the low byte of its first word.
+    pub(crate) code: u8,
+    pub(crate) age_ns: i64,
+    /// `queued`, `sent` or `done` (waiting to be collected).
+    pub(crate) state: &'static str,
+}
+
+struct State {
+    /// Every message from post to collection, in arrival order.
+    messages: KVec<Message>,
+    /// Requests the firmware holds whose responses nobody waits for: the
+    /// next that many responses are dropped.
+    orphans: u32,
+    /// Since when the next message waits to be sent (firmware not ready,
+    /// queue full).
+    blocked_since: Option<i64>,
+    next_ticket: u64,
+    /// The card is unbound: nothing more is sent.
+    gone: bool,
+    counters: Counters,
+}
+
+impl State {
+    fn position(&self, sender: Sender) -> Option<usize> {
+        self.messages.iter().position(|m| m.sender == sender)
+    }
+
+    fn remove(&mut self, i: usize) -> Option<Message> {
+        self.messages.remove(i).ok()
+    }
+
+    /// Whether a message waits to be sent or answered.
+    fn busy(&self) -> bool {
+        self.messages.iter().any(|m| m.outcome.is_none())
+    }
+
+    /// Ends message `i` without a response: if the firmware holds it, its
+    /// response is dropped when it comes.
+    fn fail(&mut self, i: usize, error: Error) {
+        if let Some(m) = self.messages.get_mut(i) {
+            if m.outcome.is_some() {
+                return;
+            }
+            if m.sent_ns.is_some() {
+                self.orphans = self.orphans.saturating_add(1);
+            }
+            m.outcome = Some(Outcome::Failed(error));
+            if error == ETIMEDOUT {
+                self.counters.timeouts += 1;
+            }
+        }
+    }
+
+    /// Fails every message not yet done with `error`.
+    fn fail_all(&mut self, error: Error) {
+        for i in 0..self.messages.len() {
+            self.fail(i, error);
+        }
+        self.blocked_since = None;
+    }
+
+    /// Hands `response` to the message in flight, or drops it if it
+    /// belongs to an orphan or to nobody.
+    fn deliver(&mut self, response: ArcMessage, now: i64) {
+        if self.orphans > 0 {
+            self.orphans -= 1;
+            self.counters.orphans_dropped += 1;
+            return;
+        }
+        let Some(m) = self.messages.iter_mut().find(|m| m.is_in_flight()) else {
+            // Nothing of ours was outstanding: stale (from before the
+            // driver bound, say).
+            self.counters.orphans_dropped += 1;
+            return;
+        };
+        m.outcome = Some(Outcome::Answered(response));
+        let latency = u64::try_from(now - m.posted_ns).unwrap_or(0);
+        self.counters.completed += 1;
+        if response[0] != 0 {
+            self.counters.firmware_errors += 1;
+        }
+        self.counters.latency_total_ns = self.counters.latency_total_ns.saturating_add(latency);
+        self.counters.latency_max_ns = self.counters.latency_max_ns.max(latency);
+    }
+}
+
+/// The owner of a card's firmware message queue.
+#[pin_data]
+pub(crate) struct SmcQueue {
+    #[pin]
+    state: Mutex<State>,
+    /// Notified whenever a message is done: files sleeping in `poll(2)` or
+    /// the blocking wait look whether theirs is.
+    #[pin]
+    ready: PollCondVar,
+    /// The per-message deadline, in milliseconds.
+    timeout_ms: AtomicU32,
+}
+
+impl SmcQueue {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            state <- new_mutex!(State {
+                messages: KVec::new(),
+                orphans: 0,
+                blocked_since: None,
+                next_ticket: 0,
+                gone: false,
+                counters: Counters::default(),
+            }),
+            ready <- new_poll_condvar!("SmcQueue::ready"),
+            timeout_ms: AtomicU32::new(MSG_TIMEOUT_MS),
+        })
+    }
+
+    /// The per-message deadline, in milliseconds.
+    pub(crate) fn timeout_ms(&self) -> u32 {
+        self.timeout_ms.load(Ordering::Relaxed)
+    }
+
+    /// Sets the per-message deadline (at least 1 ms); it applies from the
+    /// next look at the queue.
+    pub(crate) fn set_timeout_ms(&self, ms: u32) {
+        self.timeout_ms.store(ms.max(1), Ordering::Relaxed);
+    }
+
+    /// The condition variable files sleep on in `poll(2)`.
+    pub(crate) fn ready(&self) -> &PollCondVar {
+        &self.ready
+    }
+
+    /// POST from the file `owner`: queues `request` and sends it if the
+    /// queue is free. `EBUSY` if the file has a message outstanding,
+    /// `EOPNOTSUPP` (nothing posted) when the firmware has no queue,
+    /// `ENODEV` once the card is gone. `kick` is called, under the queue's
+    /// lock, when the message is not done yet: it must make sure
+    /// [`SmcQueue::advance`] runs again soon.
+    pub(crate) fn post(
+        &self,
+        firmware: &Firmware<'_>,
+        owner: OwnerId,
+        request: &ArcMessage,
+        kick: impl FnOnce(),
+    ) -> Result {
+        let sender = Sender::File(owner);
+        let mut state = self.state.lock();
+        if state.gone {
+            return Err(ENODEV);
+        }
+        if state.position(sender).is_some() {
+            return Err(EBUSY);
+        }
+        state.messages.push(
+            Message {
+                sender,
+                requester: Some(Requester::current()),
+                request: *request,
+                posted_ns: monotonic_ns(),
+                sent_ns: None,
+                outcome: None,
+            },
+            GFP_KERNEL,
+        )?;
+        state.counters.posted += 1;
+        self.advance_locked(&mut state, firmware);
+        if let Some(i) = state.position(sender) {
+            if let Some(Outcome::Failed(e)) = state.messages[i].outcome {
+                if e == EOPNOTSUPP {
+                    // As tt-kmd: not posted at all.
+                    state.remove(i);
+                    state.counters.posted -= 1;
+                    return Err(EOPNOTSUPP);
+                }
+            }
+        }
+        if state.busy() {
+            kick();
+        }
+        Ok(())
+    }
+
+    /// POLL from the file `owner`: its message's outcome once done (the
+    /// file may post again), `EAGAIN` while it is not, `ESRCH` when the
+    /// file has none.
+    pub(crate) fn poll(&self, firmware: &Firmware<'_>, owner: OwnerId) -> Result<Outcome> {
+        let sender = Sender::File(owner);
+        let mut state = self.state.lock();
+        if state.position(sender).is_none() {
+            return Err(ESRCH);
+        }
+        self.advance_locked(&mut state, firmware);
+        Self::take(&mut state, sender).ok_or(EAGAIN)
+    }
+
+    fn take(state: &mut State, sender: Sender) -> Option<Outcome> {
+        let i = state.position(sender)?;
+        let outcome = state.messages[i].outcome?;
+        state.remove(i);
+        Some(outcome)
+    }
+
+    /// The blocking wait of the file `owner`: like [`SmcQueue::poll`],
+    /// but sleeps until the message is done (the work item collects it),
+    /// a signal comes (`ERESTARTNOHAND`: `EINTR` when a handler ran), or
+    /// `wait`'s deadline passes (`ETIMEDOUT`, also when it had passed
+    /// already; [`Wait::Try`] is `EAGAIN`).
+    pub(crate) fn wait(&self, owner: OwnerId, wait: Wait) -> Result<Outcome> {
+        let sender = Sender::File(owner);
+        let mut state = self.state.lock();
+        if state.position(sender).is_none() {
+            return Err(ESRCH);
+        }
+        wait::wait_until(&self.ready, &mut state, wait, |state, woken| {
+            // A done message always wins over a signal or a deadline that
+            // came at the same time.
+            if let Some(outcome) = Self::take(state, sender) {
+                return Some(Ok(outcome));
+            }
+            if state.position(sender).is_none() {
+                // Abandoned by another thread of the file meanwhile.
+                return Some(Err(ESRCH));
+            }
+            match woken {
+                None if wait == Wait::Try => Some(Err(EAGAIN)),
+                None if wait.is_over(monotonic_ns()) => Some(Err(ETIMEDOUT)),
+                Some(Woken::Signal) => Some(Err(ERESTARTNOHAND)),
+                Some(Woken::Deadline) => Some(Err(ETIMEDOUT)),
+                _ => None,
+            }
+        })
+    }
+
+    /// ABANDON from the file `owner` (and its close): forgets its message;
+    /// a response still to come is dropped when it arrives.
+    pub(crate) fn abandon(&self, owner: OwnerId) {
+        let mut state = self.state.lock();
+        let Some(i) = state.position(Sender::File(owner)) else {
+            return;
+        };
+        if state.messages[i].is_in_flight() {
+            state.orphans = state.orphans.saturating_add(1);
+        }
+        if state.messages[i].outcome.is_none() {
+            state.counters.abandoned += 1;
+        }
+        state.remove(i);
+    }
+
+    /// What `poll(2)` reports to the file `owner`: whether its message is
+    /// done (readable) and whether it may post (writable). A file of a
+    /// card that is gone reads as hung up.
+    pub(crate) fn readiness(&self, owner: OwnerId) -> (bool, bool, bool) {
+        let state = self.state.lock();
+        let mine = state.position(Sender::File(owner));
+        let done = mine.is_some_and(|i| state.messages[i].outcome.is_some());
+        (done, mine.is_none() && !state.gone, state.gone)
+    }
+
+    /// Sends `request` for the driver, in turn with the files' messages, and
+    /// returns the firmware's answer: `ETIMEDOUT` when the firmware does not
+    /// take or answer it in time, or when it has waited [`KERNEL_WAIT_MS`]
+    /// (then it is abandoned), `EOPNOTSUPP` for firmware without a queue,
+    /// `ENODEV` once the card is gone or a reset dropped it. Sleeps
+    /// uninterruptibly (the driver's messages are not the caller's to give
+    /// up; power votes are sent from `release`), but never longer than
+    /// [`KERNEL_WAIT_MS`], whatever debugfs `smc_timeout_ms` says.
+    pub(crate) fn send(&self, firmware: &Firmware<'_>, request: &ArcMessage) -> Result<ArcMessage> {
+        let give_up = monotonic_ns() + i64::from(KERNEL_WAIT_MS) * 1_000_000;
+        let sender = {
+            let mut state = self.state.lock();
+            if state.gone {
+                return Err(ENODEV);
+            }
+            let sender = Sender::Kernel(state.next_ticket);
+            state.next_ticket += 1;
+            state.messages.push(
+                Message {
+                    sender,
+                    requester: None,
+                    request: *request,
+                    posted_ns: monotonic_ns(),
+                    sent_ns: None,
+                    outcome: None,
+                },
+                GFP_KERNEL,
+            )?;
+            state.counters.posted += 1;
+            sender
+        };
+        loop {
+            {
+                let mut state = self.state.lock();
+                self.advance_locked(&mut state, firmware);
+                if let Some(outcome) = Self::take(&mut state, sender) {
+                    return match outcome {
+                        Outcome::Answered(response) => Ok(response),
+                        Outcome::Failed(e) => Err(e),
+                    };
+                }
+                if monotonic_ns() >= give_up {
+                    if let Some(i) = state.position(sender) {
+                        if state.messages[i].is_in_flight() {
+                            state.orphans = state.orphans.saturating_add(1);
+                        }
+                        state.remove(i);
+                        state.counters.timeouts += 1;
+                    }
+                    return Err(ETIMEDOUT);
+                }
+            }
+            fsleep(KERNEL_POLL_INTERVAL);
+        }
+    }
+
+    /// Moves the queue on (the work item, while messages are outstanding):
+    /// `kick` is called under the queue's lock when one still is.
+    pub(crate) fn advance(&self, firmware: &Firmware<'_>, kick: impl FnOnce()) {
+        let mut state = self.state.lock();
+        self.advance_locked(&mut state, firmware);
+        if state.busy() && !state.gone {
+            kick();
+        }
+    }
+
+    /// Collects what the firmware answered and sends what is next, as far
+    /// as the firmware lets it now; fails what it has kept waiting too
+    /// long. Wakes the files whose message got done.
+    fn advance_locked(&self, state: &mut State, firmware: &Firmware<'_>) {
+        if state.gone {
+            return;
+        }
+        let now = monotonic_ns();
+        let done_before = state
+            .messages
+            .iter()
+            .filter(|m| m.outcome.is_some())
+            .count();
+        let exchange = firmware.reader();
+        let wanted = state.busy() || state.orphans > 0;
+        let queue = if wanted {
+            match exchange.locate_queue() {
+                Ok(queue) => Some(queue),
+                Err(e) if e == EOPNOTSUPP => {
+                    state.fail_all(EOPNOTSUPP);
+                    state.orphans = 0;
+                    None
+                }
+                // Not ready (booting) or not readable: try again later,
+                // within the deadline.
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        if let Some(queue) = queue {
+            // What the firmware owes bounds what is waited for: after it
+            // rebooted (a reset the driver did not see coming) it owes
+            // nothing, and no orphan's response will ever come.
+            if let Ok(owed) = exchange.owed(&queue) {
+                let in_flight = state.messages.iter().position(|m| m.is_in_flight());
+                let expected = state.orphans + u32::from(in_flight.is_some());
+                if expected > owed {
+                    state.orphans = owed.saturating_sub(u32::from(in_flight.is_some()));
+                    if let (Some(i), 0) = (in_flight, owed) {
+                        state.fail(i, ENODEV);
+                        state.orphans = 0;
+                    }
+                }
+            }
+            // Each round collects or sends one message; the bound only
+            // guards against a card whose pointers make no sense.
+            for _ in 0..MAX_ROUNDS {
+                // Responses first: the orphans', then the one in flight.
+                let waiting = state.orphans > 0 || state.messages.iter().any(|m| m.is_in_flight());
+                if waiting {
+                    match exchange.try_pop(&queue) {
+                        Ok(Some(response)) => {
+                            state.deliver(response, now);
+                            continue;
+                        }
+                        Ok(None) => {}
+                        Err(_) => {
+                            // As tt-kmd: the message in flight fails with
+                            // the hardware-error status.
+                            let mut failed = [0u32; 8];
+                            failed[0] = STATUS_HW_ERROR;
+                            state.orphans = 0;
+                            state.deliver(failed, now);
+                            break;
+                        }
+                    }
+                }
+                if state.messages.iter().any(|m| m.is_in_flight()) {
+                    break;
+                }
+                let Some(next) = state.messages.iter().position(|m| m.is_queued()) else {
+                    break;
+                };
+                if state.orphans == 0 {
+                    // Nothing of ours is in the firmware: responses there
+                    // are stale, drop them before they look like ours.
+                    for _ in 0..MAX_ROUNDS {
+                        match exchange.try_pop(&queue) {
+                            Ok(Some(_)) => state.counters.orphans_dropped += 1,
+                            _ => break,
+                        }
+                    }
+                }
+                match exchange.try_push(&queue, &state.messages[next].request) {
+                    Ok(true) => {
+                        state.messages[next].sent_ns = Some(now);
+                        state.blocked_since = None;
+                    }
+                    Ok(false) => {
+                        state.blocked_since.get_or_insert(now);
+                        break;
+                    }
+                    Err(_) => {
+                        let m = &mut state.messages[next];
+                        let mut failed = [0u32; 8];
+                        failed[0] = STATUS_HW_ERROR;
+                        m.outcome = Some(Outcome::Answered(failed));
+                        state.counters.firmware_errors += 1;
+                    }
+                }
+            }
+        } else if state.messages.iter().any(|m| m.is_queued()) {
+            state.blocked_since.get_or_insert(now);
+        }
+        // A firmware that keeps a message too long is taken as silent:
+        // everything waiting fails, and the queue starts over.
+        let in_flight_since =
+            state
+                .messages
+                .iter()
+                .find_map(|m| if m.is_in_flight() { m.sent_ns } else { None });
+        let stuck_since = in_flight_since.or(state.blocked_since);
+        let timeout_ns = i64::from(self.timeout_ms()) * 1_000_000;
+        if stuck_since.is_some_and(|since| now - since >= timeout_ns) {
+            state.fail_all(ETIMEDOUT);
+        }
+        let done_after = state
+            .messages
+            .iter()
+            .filter(|m| m.outcome.is_some())
+            .count();
+        if done_after != done_before {
+            self.ready.notify_all();
+        }
+    }
+
+    /// The card is unbound: every outstanding message fails with `ENODEV`,
+    /// nothing more is sent.
+    pub(crate) fn shut_down(&self) {
+        let mut state = self.state.lock();
+        state.fail_all(ENODEV);
+        state.gone = true;
+        drop(state);
+        self.ready.notify_all();
+    }
+
+    /// A reset fenced the files of `fence`: their messages fail with
+    /// `ENODEV`.
+    pub(crate) fn fence(&self, fence: Fence) {
+        let mut state = self.state.lock();
+        for i in 0..state.messages.len() {
+            if let Sender::File(owner) = state.messages[i].sender {
+                if fence.is_stale(owner) {
+                    state.fail(i, ENODEV);
+                }
+            }
+        }
+        drop(state);
+        self.ready.notify_all();
+    }
+
+    /// The chip was reset and its firmware rebooted with an empty queue:
+    /// what it held is lost (a message in flight fails with `ENODEV`), and
+    /// no orphan response will come.
+    pub(crate) fn chip_reset(&self) {
+        let mut state = self.state.lock();
+        for i in 0..state.messages.len() {
+            if state.messages[i].is_in_flight() {
+                state.fail(i, ENODEV);
+            }
+        }
+        state.orphans = 0;
+        state.blocked_since = None;
+        drop(state);
+        self.ready.notify_all();
+    }
+
+    /// The outstanding messages, oldest first, and the counters.
+    pub(crate) fn view(&self) -> Result<(KVec<MessageInfo>, Counters, u32)> {
+        let now = monotonic_ns();
+        let state = self.state.lock();
+        let mut out = KVec::with_capacity(state.messages.len(), GFP_KERNEL)?;
+        for m in state.messages.iter() {
+            let (pid, comm) = m
+                .requester
+                .as_ref()
+                .map_or((0, [0; TASK_COMM_LEN]), |r| (r.pid_for_caller(), r.comm()));
+            let mut kernel_comm = [0u8; TASK_COMM_LEN];
+            kernel_comm[..6].copy_from_slice(b"kernel");
+            out.push(
+                MessageInfo {
+                    pid,
+                    comm: if m.requester.is_some() {
+                        comm
+                    } else {
+                        kernel_comm
+                    },
+                    code: m.request[0] as u8,
+                    age_ns: now - m.posted_ns,
+                    state: match (m.sent_ns, m.outcome) {
+                        (_, Some(_)) => "done",
+                        (Some(_), None) => "sent",
+                        (None, None) => "queued",
+                    },
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        Ok((out, state.counters, state.orphans))
+    }
+}
+
+#[cfg(tt_kunit)]
+#[path = "../tests/kunit/smc_tests.rs"]
+mod kunit;

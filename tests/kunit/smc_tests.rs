@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suite of the firmware message queue's bookkeeping (src/smc.rs):
+//! which response goes to whom once messages were abandoned or timed out.
+
+use super::*;
+
+#[kunit_tests(tenstorrent_smc)]
+mod tests {
+    use super::*;
+
+    fn state() -> State {
+        State {
+            messages: KVec::new(),
+            orphans: 0,
+            blocked_since: None,
+            next_ticket: 0,
+            gone: false,
+            counters: Counters::default(),
+        }
+    }
+
+    fn message(ticket: u64, sent: bool) -> Message {
+        Message {
+            sender: Sender::Kernel(ticket),
+            requester: None,
+            request: [0x90, ticket as u32, 0, 0, 0, 0, 0, 0],
+            posted_ns: 0,
+            sent_ns: sent.then_some(1),
+            outcome: None,
+        }
+    }
+
+    fn answered(state: &State, ticket: u64) -> Option<u32> {
+        let i = state.position(Sender::Kernel(ticket))?;
+        match state.messages[i].outcome {
+            Some(Outcome::Answered(r)) => Some(r[1]),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_response_goes_to_the_message_in_flight() -> Result {
+        let mut s = state();
+        s.messages.push(message(0, true), GFP_KERNEL)?;
+        s.messages.push(message(1, false), GFP_KERNEL)?;
+        assert!(s.busy());
+        s.deliver([0, 7, 0, 0, 0, 0, 0, 0], 10);
+        assert_eq!(answered(&s, 0), Some(7));
+        assert_eq!(answered(&s, 1), None);
+        assert_eq!(s.counters.completed, 1);
+        // Nothing in flight any more: a further response is nobody's.
+        s.deliver([0, 8, 0, 0, 0, 0, 0, 0], 10);
+        assert_eq!(answered(&s, 1), None);
+        assert_eq!(s.counters.orphans_dropped, 1);
+        Ok(())
+    }
+
+    #[test]
+    fn orphans_responses_are_dropped_first() -> Result {
+        let mut s = state();
+        s.messages.push(message(0, true), GFP_KERNEL)?;
+        // The message in flight times out: its response, if it comes, is
+        // an orphan's; the one queued behind it fails too.
+        s.messages.push(message(1, false), GFP_KERNEL)?;
+        s.fail_all(ETIMEDOUT);
+        assert_eq!(s.orphans, 1);
+        assert_eq!(s.counters.timeouts, 2);
+        assert!(!s.busy());
+        // A new message goes in behind the orphan.
+        s.messages.push(message(2, true), GFP_KERNEL)?;
+        s.deliver([0, 1, 0, 0, 0, 0, 0, 0], 10);
+        assert_eq!(answered(&s, 2), None);
+        assert_eq!(s.orphans, 0);
+        s.deliver([0, 3, 0, 0, 0, 0, 0, 0], 10);
+        assert_eq!(answered(&s, 2), Some(3));
+        Ok(())
+    }
+
+    #[test]
+    fn only_a_message_the_firmware_holds_leaves_an_orphan() -> Result {
+        let mut s = state();
+        s.messages.push(message(0, false), GFP_KERNEL)?;
+        s.fail(0, ENODEV);
+        assert_eq!(s.orphans, 0);
+        assert_eq!(s.counters.timeouts, 0);
+        // Failing a done message changes nothing.
+        s.fail(0, ETIMEDOUT);
+        assert_eq!(s.counters.timeouts, 0);
+        s.messages.push(message(1, true), GFP_KERNEL)?;
+        s.fail(1, ENODEV);
+        assert_eq!(s.orphans, 1);
+        Ok(())
+    }
+}
