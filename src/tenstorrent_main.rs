@@ -63,7 +63,7 @@ pub(crate) const VERSION: Version = {
 
 /// tt-arbiter's own version (modinfo `tt_arbiter_version`, and
 /// `/sys/class/tenstorrent/tenstorrent!N/tt_arbiter_version`).
-pub(crate) const PROJECT_VERSION: &str = "0.3.0";
+pub(crate) const PROJECT_VERSION: &str = "0.4.0";
 
 pub(crate) struct Version {
     pub(crate) major: u8,
@@ -84,8 +84,8 @@ static MODULE_VERSION: [u8; MODULE_VERSION_TEXT.len()] = MODULE_VERSION_TEXT;
 #[used]
 static MODULE_PROJECT_VERSION: [u8; PROJECT_VERSION_TEXT.len()] = PROJECT_VERSION_TEXT;
 
-const MODULE_VERSION_TEXT: [u8; 15] = *b"version=2.10.0\0";
-const PROJECT_VERSION_TEXT: [u8; 25] = *b"tt_arbiter_version=0.3.0\0";
+const MODULE_VERSION_TEXT: [u8; 15] = *b"version=2.11.0\0";
+const PROJECT_VERSION_TEXT: [u8; 25] = *b"tt_arbiter_version=0.4.0\0";
 
 /// The numbers of `key=A.B.C\0`.
 const fn parse_version(text: &[u8], key_len: usize) -> [u32; 3] {

@@ -182,7 +182,7 @@ for n in (0, 1):
     )
     got = json_lines(out)
     ensure(got["@enum"] == [0, 1], "enumerate_devices: %r" % got["@enum"])
-    ensure(got["@kmd"] == [2, 10, 0], "read_kmd_version: %r" % got["@kmd"])
+    ensure(got["@kmd"] == [2, 11, 0], "read_kmd_version: %r" % got["@kmd"])
     for n in CARDS:
         vendor, device = (int(x, 16) for x in os.environ["TT_CARD%d_ID" % n].split(":"))
         ensure(got["@dev%d" % n][:2] == [vendor, device], "card %d ids %r" % (n, got["@dev%d" % n]))

@@ -81,14 +81,14 @@ fn parse_semver(s: &str) -> Result<(u8, u8, u8), String> {
 }
 
 /// GET_DRIVER_INFO agrees with /sys/module/tenstorrent/version, which is
-/// the tt-kmd ABI level the module implements (2.10.0); the project's own
+/// the tt-kmd ABI level the module implements (2.11.0); the project's own
 /// version is each card's `tt_arbiter_version`.
 pub fn driver_info_version() -> TestResult {
     let sys = sysfs("/sys/module/tenstorrent/version")?;
     let want = parse_semver(&sys)?;
     ensure_eq!(
         want,
-        (2, 10, 0),
+        (2, 11, 0),
         "the tt-kmd ABI level in /sys/module/tenstorrent/version"
     );
     for n in CARDS {
