@@ -24,14 +24,32 @@ pub struct Mmio {
 impl Mmio {
     /// Maps `len` bytes of `file` from `offset`, shared, read-write.
     pub fn new(file: &impl AsRawFd, offset: u64, len: usize) -> io::Result<Mmio> {
-        // SAFETY: a new shared mapping of an open file, at an address the
-        // kernel picks; the mapping outlives the file descriptor.
+        Mmio::map(
+            file,
+            offset,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+        )
+    }
+
+    /// Maps `len` bytes of `file` from `offset` with `prot` and `flags`
+    /// as given (the mapping tests try what a hostile caller would).
+    pub fn map(
+        file: &impl AsRawFd,
+        offset: u64,
+        len: usize,
+        prot: i32,
+        flags: i32,
+    ) -> io::Result<Mmio> {
+        // SAFETY: a new mapping of an open file, at an address the kernel
+        // picks; the mapping outlives the file descriptor.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                prot,
+                flags,
                 file.as_raw_fd(),
                 offset as libc::off_t,
             )

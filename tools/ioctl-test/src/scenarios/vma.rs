@@ -23,6 +23,7 @@ use tt_arbiter::abi;
 
 use super::dma_helpers::allocate_buffer;
 use super::mapping::{alloc, chip, configure, tensix};
+use crate::card::Mmio;
 use crate::util::*;
 
 const PAGE: usize = 4096;
@@ -31,56 +32,12 @@ const MIB: u64 = 1 << 20;
 const BAR0_UC: u64 = 0;
 const BAR0_WC: u64 = 1 << 36;
 
-/// A mapping made by one of these tests, unmapped when dropped.
-struct Mapped {
-    addr: usize,
-    len: usize,
-}
-
-impl Mapped {
-    fn read32(&self, offset: usize) -> u32 {
-        assert!(offset + 4 <= self.len);
-        // SAFETY: inside a live shared mapping the test made readable.
-        unsafe { std::ptr::read_volatile((self.addr + offset) as *const u32) }
-    }
-
-    fn write32(&self, offset: usize, value: u32) {
-        assert!(offset + 4 <= self.len);
-        // SAFETY: inside a live shared mapping the test made writable.
-        unsafe { std::ptr::write_volatile((self.addr + offset) as *mut u32, value) }
-    }
-}
-
-impl Drop for Mapped {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, of this length, unused after this.
-        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
-    }
-}
-
 /// mmap(2) of `len` bytes of `file` at `offset` with `prot` and `flags`.
-fn map(file: &impl AsRawFd, offset: u64, len: usize, prot: i32, flags: i32) -> io::Result<Mapped> {
-    // SAFETY: a new mapping at an address the kernel picks.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            prot,
-            flags,
-            file.as_raw_fd(),
-            offset as libc::off_t,
-        )
-    };
-    if addr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(Mapped {
-        addr: addr as usize,
-        len,
-    })
+fn map(file: &impl AsRawFd, offset: u64, len: usize, prot: i32, flags: i32) -> io::Result<Mmio> {
+    Mmio::map(file, offset, len, prot, flags)
 }
 
-fn rw_shared(file: &impl AsRawFd, offset: u64, len: usize) -> io::Result<Mapped> {
+fn rw_shared(file: &impl AsRawFd, offset: u64, len: usize) -> io::Result<Mmio> {
     map(
         file,
         offset,
@@ -149,9 +106,9 @@ fn kinds(dev: &impl AsRawFd, n: u32) -> Result<Vec<Kind>, String> {
 /// madvise(`advice`) of `mapped` must be EINVAL. A kernel built without
 /// madvise (`CONFIG_ADVISE_SYSCALLS=n`: the debug kernel) answers ENOSYS
 /// and has nothing to refuse; Debian's kernel, in the stock layer, has it.
-fn refused_advice(mapped: &Mapped, advice: i32, what: &str) -> TestResult {
+fn refused_advice(mapped: &Mmio, advice: i32, what: &str) -> TestResult {
     // SAFETY: advice on our own mapping; expected to fail.
-    let ret = unsafe { libc::madvise(mapped.addr as *mut libc::c_void, PAGE, advice) };
+    let ret = unsafe { libc::madvise(mapped.addr() as *mut libc::c_void, PAGE, advice) };
     match check(ret) {
         Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => Ok(()),
         r => expect_errno(r, libc::EINVAL, what),
@@ -216,7 +173,7 @@ pub fn private_mappings_refused() -> TestResult {
             check(unsafe {
                 // SAFETY: our own mapping; the call must fail.
                 libc::mprotect(
-                    mapped.addr as *mut libc::c_void,
+                    mapped.addr() as *mut libc::c_void,
                     PAGE,
                     libc::PROT_READ | libc::PROT_WRITE,
                 )
@@ -252,7 +209,7 @@ pub fn never_executable() -> TestResult {
             // SAFETY: our own mapping; the call must fail and change nothing.
             let ret = unsafe {
                 libc::mprotect(
-                    mapped.addr as *mut libc::c_void,
+                    mapped.addr() as *mut libc::c_void,
                     PAGE,
                     libc::PROT_READ | libc::PROT_EXEC,
                 )
@@ -295,7 +252,7 @@ pub fn cannot_grow_leak_or_be_reached() -> TestResult {
             // SAFETY: growing our own mapping; must fail.
             let grown = unsafe {
                 libc::mremap(
-                    mapped.addr as *mut libc::c_void,
+                    mapped.addr() as *mut libc::c_void,
                     PAGE,
                     2 * PAGE,
                     libc::MREMAP_MAYMOVE,
@@ -310,12 +267,12 @@ pub fn cannot_grow_leak_or_be_reached() -> TestResult {
             refused_advice(&mapped, libc::MADV_DOFORK, &what("MADV_DOFORK"))?;
             let mut word = [0u8; 4];
             expect_errno(
-                mem.read_at(&mut word, (mapped.addr + at) as u64),
+                mem.read_at(&mut word, (mapped.addr() + at) as u64),
                 libc::EIO,
                 &what("read through /proc/self/mem"),
             )?;
             expect_errno(
-                mem.write_at(&[0xff; 4], (mapped.addr + at) as u64),
+                mem.write_at(&[0xff; 4], (mapped.addr() + at) as u64),
                 libc::EIO,
                 &what("write through /proc/self/mem"),
             )?;
