@@ -782,20 +782,22 @@ impl DmaState {
     /// Gives a NOC window's region back, disabled.
     fn unmap_noc(&mut self, family: Family, memory: &CardMemory, window: Option<NocWindow>) {
         let Some(window) = window else { return };
-        if let Some((writes, n)) = iatu::encode(family, window.slot, None) {
-            // Nothing to disable once the card is gone (ENODEV).
-            let _ = memory.write_bar2(&writes[..n]);
-        }
+        disable_region(family, memory, window.slot);
         self.regions[window.slot] = None;
     }
 }
 
-/// Writes "disabled" into every outbound region of the chip. Best effort:
+/// Writes "disabled" into outbound region `slot` of the chip. Best effort:
 /// nothing is left to disable once the card is gone (`ENODEV`).
+fn disable_region(family: Family, memory: &CardMemory, slot: usize) {
+    if let Some((writes, n)) = iatu::encode(family, slot, None) {
+        let _ = memory.write_bar2(&writes[..n]);
+    }
+}
+
+/// Writes "disabled" into every outbound region of the chip.
 fn disable_every_region(family: Family, memory: &CardMemory) {
     for slot in 0..REGIONS {
-        if let Some((writes, n)) = iatu::encode(family, slot, None) {
-            let _ = memory.write_bar2(&writes[..n]);
-        }
+        disable_region(family, memory, slot);
     }
 }

@@ -188,6 +188,43 @@ struct State {
 }
 
 impl State {
+    fn new() -> Self {
+        Self {
+            messages: KVec::new(),
+            orphans: 0,
+            blocked_since: None,
+            next_ticket: 0,
+            gone: false,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Queues `request` of `sender` at the tail, counted as posted.
+    /// `ENODEV` once the card is gone.
+    fn enqueue(
+        &mut self,
+        sender: Sender,
+        requester: Option<Requester>,
+        request: &ArcMessage,
+    ) -> Result {
+        if self.gone {
+            return Err(ENODEV);
+        }
+        self.messages.push(
+            Message {
+                sender,
+                requester,
+                request: *request,
+                posted_ns: monotonic_ns(),
+                sent_ns: None,
+                outcome: None,
+            },
+            GFP_KERNEL,
+        )?;
+        self.counters.posted += 1;
+        Ok(())
+    }
+
     fn position(&self, sender: Sender) -> Option<usize> {
         self.messages.iter().position(|m| m.sender == sender)
     }
@@ -267,14 +304,7 @@ pub(crate) struct SmcQueue {
 impl SmcQueue {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
-            state <- new_mutex!(State {
-                messages: KVec::new(),
-                orphans: 0,
-                blocked_since: None,
-                next_ticket: 0,
-                gone: false,
-                counters: Counters::default(),
-            }),
+            state <- new_mutex!(State::new()),
             ready <- new_poll_condvar!("SmcQueue::ready"),
             timeout_ms: AtomicU32::new(MSG_TIMEOUT_MS),
         })
@@ -317,18 +347,7 @@ impl SmcQueue {
         if state.position(sender).is_some() {
             return Err(EBUSY);
         }
-        state.messages.push(
-            Message {
-                sender,
-                requester: Some(Requester::current()),
-                request: *request,
-                posted_ns: monotonic_ns(),
-                sent_ns: None,
-                outcome: None,
-            },
-            GFP_KERNEL,
-        )?;
-        state.counters.posted += 1;
+        state.enqueue(sender, Some(Requester::current()), request)?;
         self.advance_locked(&mut state, firmware);
         if let Some(i) = state.position(sender) {
             if let Some(Outcome::Failed(e)) = state.messages[i].outcome {
@@ -435,23 +454,9 @@ impl SmcQueue {
         let give_up = monotonic_ns() + i64::from(KERNEL_WAIT_MS) * 1_000_000;
         let sender = {
             let mut state = self.state.lock();
-            if state.gone {
-                return Err(ENODEV);
-            }
             let sender = Sender::Kernel(state.next_ticket);
+            state.enqueue(sender, None, request)?;
             state.next_ticket += 1;
-            state.messages.push(
-                Message {
-                    sender,
-                    requester: None,
-                    request: *request,
-                    posted_ns: monotonic_ns(),
-                    sent_ns: None,
-                    outcome: None,
-                },
-                GFP_KERNEL,
-            )?;
-            state.counters.posted += 1;
             sender
         };
         loop {

@@ -10,14 +10,7 @@ mod tests {
     use super::*;
 
     fn state() -> State {
-        State {
-            messages: KVec::new(),
-            orphans: 0,
-            blocked_since: None,
-            next_ticket: 0,
-            gone: false,
-            counters: Counters::default(),
-        }
+        State::new()
     }
 
     fn message(ticket: u64, sent: bool) -> Message {

@@ -515,23 +515,7 @@ pub fn pins_charged_to_memlock() -> TestResult {
     let mut child = spawn("pinner", &[], move |link| {
         let dev = open(n)?;
         let anon = Anon::new(3)?;
-        let limit = libc::rlimit {
-            rlim_cur: 2 * PAGE as u64,
-            rlim_max: 2 * PAGE as u64,
-        };
-        // SAFETY: plain setrlimit; then drop root (and CAP_IPC_LOCK).
-        unsafe {
-            ensure!(
-                libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) == 0,
-                "setrlimit: {}",
-                io::Error::last_os_error()
-            );
-            ensure!(
-                libc::setgid(65534) == 0 && libc::setuid(65534) == 0,
-                "setuid: {}",
-                io::Error::last_os_error()
-            );
-        }
+        memlock_limit_then_user(2 * PAGE as u64, 65534)?;
         let page = PAGE as u64;
         expect_ok(pin(&dev, anon.page(0), page, 0), "first page")?;
         expect_ok(pin(&dev, anon.page(1), page, 0), "second page")?;
@@ -608,24 +592,7 @@ pub fn memlock_charged_per_user() -> TestResult {
         // Opened as root: the device node needs no permission for `UID`.
         let shared = open(n)?;
         let other = open(n)?;
-        let limit = libc::rlimit {
-            rlim_cur: (LIMIT * PAGE) as u64,
-            rlim_max: (LIMIT * PAGE) as u64,
-        };
-        // SAFETY: plain setrlimit; then drop root (setuid from root sets
-        // every uid, which clears the capabilities, CAP_IPC_LOCK too).
-        unsafe {
-            ensure!(
-                libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) == 0,
-                "setrlimit: {}",
-                io::Error::last_os_error()
-            );
-            ensure!(
-                libc::setgid(UID) == 0 && libc::setuid(UID) == 0,
-                "setuid: {}",
-                io::Error::last_os_error()
-            );
-        }
+        memlock_limit_then_user((LIMIT * PAGE) as u64, UID)?;
         // A range of its own for each pinner, then for the owner: the file
         // refuses to pin an address twice (EEXIST). The pinners pin their
         // private copies of these pages (copied on write).
@@ -789,6 +756,30 @@ fn quiesced_after_unbind(n: u32, noc_address: &str) -> TestResult {
         "ffffffff",
         "card {n} after unbind: the chip's NOC read of a freed buffer"
     );
+    Ok(())
+}
+
+/// Sets the calling process's RLIMIT_MEMLOCK to `bytes`, then drops root
+/// for user and group `id` (setuid from root sets every uid, which clears
+/// the capabilities, CAP_IPC_LOCK too).
+fn memlock_limit_then_user(bytes: u64, id: u32) -> TestResult {
+    let limit = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: bytes,
+    };
+    // SAFETY: plain setrlimit, setgid and setuid of the calling process.
+    unsafe {
+        ensure!(
+            libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) == 0,
+            "setrlimit: {}",
+            io::Error::last_os_error()
+        );
+        ensure!(
+            libc::setgid(id) == 0 && libc::setuid(id) == 0,
+            "setuid: {}",
+            io::Error::last_os_error()
+        );
+    }
     Ok(())
 }
 

@@ -55,11 +55,13 @@ fn check(ret: libc::c_int) -> io::Result<i32> {
     }
 }
 
-/// One of the kinds of mapping, by its mmap offset: one page of it is
-/// mapped, and its word at [`WORD`] written and read back.
-struct Kind {
+/// One of the kinds of mapping, by its mmap offset: the tests here map one
+/// page of it and write its word at [`WORD`]; the mapping fuzzer
+/// (reliability/fuzz_mmaps) maps up to `pages` pages of it.
+pub(super) struct Kind {
     name: &'static str,
-    offset: u64,
+    pub(super) offset: u64,
+    pub(super) pages: usize,
 }
 
 /// The word the tests write: in a window, Tensix L1 at 0x100.
@@ -69,7 +71,7 @@ const WORD: usize = 0x100;
 /// memory type (one type per window while it is held) aimed at a Tensix
 /// tile, BAR0 where the first of them lies (the same tile memory, UC and
 /// WC), and a DMA buffer. The windows and the buffer are held by `dev`.
-fn kinds(dev: &impl AsRawFd, n: u32) -> Result<Vec<Kind>, String> {
+pub(super) fn kinds(dev: &impl AsRawFd, n: u32) -> Result<Vec<Kind>, String> {
     let size = if n == 0 { MIB } else { 2 * MIB };
     let mut windows = Vec::new();
     for _ in 0..2 {
@@ -78,28 +80,23 @@ fn kinds(dev: &impl AsRawFd, n: u32) -> Result<Vec<Kind>, String> {
         windows.push(w);
     }
     let in_bar0 = windows[0].mmap_offset_uc - abi::MMAP_OFFSET_TLB_UC;
-    let buffer = expect_ok(allocate_buffer(dev, 0, 4 * PAGE as u32), "ALLOCATE_DMA_BUF")?;
+    let window_pages = size as usize / PAGE;
+    let buffer_pages = 4;
+    let buffer = expect_ok(
+        allocate_buffer(dev, 0, (buffer_pages * PAGE) as u32),
+        "ALLOCATE_DMA_BUF",
+    )?;
+    let kind = |name, offset, pages| Kind {
+        name,
+        offset,
+        pages,
+    };
     Ok(vec![
-        Kind {
-            name: "BAR0 UC",
-            offset: BAR0_UC + in_bar0,
-        },
-        Kind {
-            name: "BAR0 WC",
-            offset: BAR0_WC + in_bar0,
-        },
-        Kind {
-            name: "window UC",
-            offset: windows[0].mmap_offset_uc,
-        },
-        Kind {
-            name: "window WC",
-            offset: windows[1].mmap_offset_wc,
-        },
-        Kind {
-            name: "DMA buffer",
-            offset: buffer.mapping_offset,
-        },
+        kind("BAR0 UC", BAR0_UC + in_bar0, window_pages),
+        kind("BAR0 WC", BAR0_WC + in_bar0, window_pages),
+        kind("window UC", windows[0].mmap_offset_uc, window_pages),
+        kind("window WC", windows[1].mmap_offset_wc, window_pages),
+        kind("DMA buffer", buffer.mapping_offset, buffer_pages),
     ])
 }
 

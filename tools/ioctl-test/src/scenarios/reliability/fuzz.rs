@@ -639,6 +639,19 @@ fn execute(
 
 // ---- generation -----------------------------------------------------------------------
 
+/// An argsz past the struct (`own` bytes) and within the kernel's 4096
+/// makes the argument that long, its tail zero or, half the time, with one
+/// nonzero byte (accepted or E2BIG).
+fn grow_to_argsz(rng: &mut Rng, b: &mut Vec<u8>, own: usize, argsz: u32) {
+    if argsz as usize > own && argsz <= 4096 {
+        b.resize(argsz as usize, 0);
+        if rng.below(2) == 0 {
+            let at = own + rng.below((argsz as usize - own) as u64) as usize;
+            b[at] = 1 + rng.below(255) as u8;
+        }
+    }
+}
+
 fn put32(b: &mut [u8], off: usize, v: u32) {
     b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
 }
@@ -779,13 +792,7 @@ fn gen_ours(rng: &mut Rng) -> (u32, Vec<u8>) {
                 0xffff_ffff,
             ],
         );
-        if argsz as usize > own && argsz <= 4096 {
-            b.resize(argsz as usize, 0);
-            if rng.below(2) == 0 {
-                let at = own + rng.below((argsz as usize - own) as u64) as usize;
-                b[at] = 1 + rng.below(255) as u8;
-            }
-        }
+        grow_to_argsz(rng, &mut b, own, argsz);
     }
     put32(&mut b, 0, argsz);
     if rng.below(5) == 0 {
@@ -914,13 +921,7 @@ fn gen_noc(rng: &mut Rng, card: u32) -> (u32, Vec<u8>) {
     let mut argsz = own as u32;
     if rng.below(4) == 0 {
         argsz = pick(rng, &[0, 4, 31, 33, 40, 4096, 4097, u32::MAX]);
-        if argsz as usize > own && argsz <= 4096 {
-            b.resize(argsz as usize, 0);
-            if rng.below(2) == 0 {
-                let at = own + rng.below((argsz as usize - own) as u64) as usize;
-                b[at] = 1 + rng.below(255) as u8;
-            }
-        }
+        grow_to_argsz(rng, &mut b, own, argsz);
     }
     put32(&mut b, 0, argsz);
     (cmd, b)

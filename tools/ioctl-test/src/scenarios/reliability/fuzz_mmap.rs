@@ -20,11 +20,7 @@ use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 
-use tt_arbiter::abi;
-
 use super::{figure, fork_child, seed, sized};
-use crate::scenarios::dma_helpers::allocate_buffer;
-use crate::scenarios::mapping::{alloc, chip, configure, tensix};
 use crate::util::*;
 
 const PAGE: usize = 4096;
@@ -43,31 +39,18 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
-/// The targets of card `n` for the file `dev`: the windows and buffer are
-/// the file's for the whole run.
+/// The targets of card `n` for the file `dev`: every kind of mapping the
+/// `vma/*` scenarios try; the windows and buffer are the file's for the
+/// whole run.
 fn targets(dev: &impl AsRawFd, n: u32) -> Result<Vec<Target>, String> {
-    let size = if n == 0 { 1 << 20 } else { 2 << 20 };
-    let mut windows = Vec::new();
-    for _ in 0..2 {
-        let w = ctx(alloc(dev, size), "ALLOCATE_TLB")?;
-        expect_ok(configure(dev, w.id, tensix(chip(n)), 0), "CONFIGURE_TLB")?;
-        windows.push(w);
-    }
-    let buffer = expect_ok(allocate_buffer(dev, 0, 4 * PAGE as u32), "ALLOCATE_DMA_BUF")?;
-    let in_bar0 = windows[0].mmap_offset_uc - abi::MMAP_OFFSET_TLB_UC;
-    let pages = size as usize / PAGE;
-    let known = |offset, pages| Target {
-        offset,
-        pages,
-        known: true,
-    };
-    Ok(vec![
-        known(in_bar0, pages),
-        known((1 << 36) + in_bar0, pages),
-        known(windows[0].mmap_offset_uc, pages),
-        known(windows[1].mmap_offset_wc, pages),
-        known(buffer.mapping_offset, 4),
-    ])
+    Ok(crate::scenarios::vma::kinds(dev, n)?
+        .into_iter()
+        .map(|kind| Target {
+            offset: kind.offset,
+            pages: kind.pages,
+            known: true,
+        })
+        .collect())
 }
 
 /// Runs `rounds` random rounds on card `n`; `Err` names the broken rule.
