@@ -18,7 +18,7 @@
 #
 # Installing (see README "Installing"):
 #   make KDIR=... install         modules_install into KDIR's kernel, the
-#                                 udev rule and the "tenstorrent" group
+#                                 udev rule (UDEV_POLICY=group: and the group)
 #   make install-headers          the uapi header and the C++ wrapper
 #                                 under $(PREFIX)/include
 #   make dkms-install             copy the source to /usr/src and let DKMS
@@ -26,12 +26,14 @@
 #                                 (KERNELVER= another), regenerating the Rust
 #                                 metadata Debian's headers lack
 #   DESTDIR=, PREFIX= (/usr), UDEV_RULES_DIR= (/etc/udev/rules.d),
+#   UDEV_POLICY= (tt-kmd: mode 0666, the default; group: 0660 root:tenstorrent),
 #   INSTALL_MOD_PATH= (passed to the kernel's modules_install)
 
 KDIR ?=
 DESTDIR ?=
 PREFIX ?= /usr
 UDEV_RULES_DIR ?= /etc/udev/rules.d
+UDEV_POLICY ?= tt-kmd
 RUSTC ?= rustc
 
 PACKAGE_NAME := tenstorrent-arbiter
@@ -122,12 +124,25 @@ modules_install: modules
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules_install
 endif
 
-# The udev rule gives /dev/tenstorrent/* to group "tenstorrent", mode 0660
-# (README "Permissions"). The group is created on the running system only.
+# The udev rule (README "Permissions"). UDEV_POLICY=tt-kmd (the default):
+# mode 0666 and the by-id links, as tt-kmd's own rule, so that switching
+# drivers locks nobody out. UDEV_POLICY=group: root:tenstorrent 0660 and the
+# same links; the group is created on the running system only.
+ifeq ($(UDEV_POLICY),tt-kmd)
+UDEV_RULE := packaging/60-tenstorrent.rules
+else ifeq ($(UDEV_POLICY),group)
+UDEV_RULE := packaging/60-tenstorrent-group.rules
+endif
+
 install-udev:
-	install -D -m 0644 packaging/60-tenstorrent.rules $(DESTDIR)$(UDEV_RULES_DIR)/60-tenstorrent.rules
+ifeq ($(UDEV_RULE),)
+	@echo "UDEV_POLICY=$(UDEV_POLICY): not a policy; use tt-kmd (mode 0666, the default) or group (0660, group tenstorrent)" >&2; exit 1
+endif
+	install -D -m 0644 $(UDEV_RULE) $(DESTDIR)$(UDEV_RULES_DIR)/60-tenstorrent.rules
 ifeq ($(DESTDIR),)
+ifeq ($(UDEV_POLICY),group)
 	getent group tenstorrent >/dev/null || groupadd --system tenstorrent
+endif
 	-command -v udevadm >/dev/null && udevadm control --reload && \
 		udevadm trigger --subsystem-match=tenstorrent --action=add
 endif

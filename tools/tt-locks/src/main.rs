@@ -1,6 +1,7 @@
 //! `tt-locks`: see who holds which lock of the Tenstorrent cards, and take
 //! one from the shell. See `tt-locks --help` (the text of [`HELP`]).
 
+mod metrics;
 mod signals;
 mod status;
 
@@ -41,6 +42,15 @@ usage:
           read -r line <&\"${LOCK[0]}\"   # \"holding ...\": the lock is ours
           ...                           # the critical section
           exec {LOCK[1]}>&-; wait        # EOF on its stdin: released
+  tt-locks metrics [DEVICE] [--output FILE]
+      Every card (or DEVICE) in Prometheus' text format: each lock's holder
+      (pid, comm), hold time, waiters and counters, windows and DMA in use,
+      the firmware message queue, clocks and sensors; HELP and TYPE lines,
+      a `card` label on every series. With --output, FILE is replaced
+      atomically (for node_exporter's textfile collector, e.g.
+      --output /var/lib/prometheus/node-exporter/tenstorrent.prom from a
+      timer). Reads sysfs and procfs only; no card is not an error
+      (tenstorrent_cards 0).
   tt-locks query LOCK [--device N]
       Every field of the driver's QUERY for LOCK (needs access to the device).
   tt-locks release LOCK [--device N]
@@ -115,6 +125,7 @@ struct Opts {
     try_only: bool,
     interval: Option<Duration>,
     count: Option<u64>,
+    output: Option<PathBuf>,
 }
 
 fn parse_opts(args: &[String], allowed: &[&str]) -> Res<Opts> {
@@ -152,6 +163,7 @@ fn parse_opts(args: &[String], allowed: &[&str]) -> Res<Opts> {
                 )
             }
             "--try" => o.try_only = true,
+            "--output" | "-o" => o.output = Some(PathBuf::from(value()?)),
             _ => unreachable!("option {name} allowed but not handled"),
         }
     }
@@ -211,6 +223,25 @@ fn run(args: &[String]) -> Res {
                 until_eof: cmd == "acquire",
                 hold_for: o.hold_for,
             })
+        }
+        "metrics" => {
+            let o = parse_opts(rest, &["--output", "-o"])?;
+            let views = metrics::Views::new("/");
+            let cards = match one_positional(&o, "DEVICE", false)? {
+                Some(d) => select_cards(Some(d))?,
+                None => views
+                    .cards()
+                    .map_err(|e| Fail(Exit::Device, format!("{}: {e}", tt_arbiter::CLASS_DIR)))?,
+            };
+            let text = metrics::render(&views, &cards);
+            match &o.output {
+                None => {
+                    print!("{text}");
+                    Ok(())
+                }
+                Some(path) => metrics::write_atomically(path, &text)
+                    .map_err(|e| Fail(Exit::Device, format!("{}: {e}", path.display()))),
+            }
         }
         "query" => {
             let o = parse_opts(rest, &["--device", "-d"])?;

@@ -471,3 +471,94 @@ pub fn bad_pointers_efault() -> TestResult {
     }
     ensure_free(&dev, 0)
 }
+
+/// The stable names the udev rule gives (packaging/60-tenstorrent.rules,
+/// tt-kmd's `by-id` links): the rule's link lines are evaluated against
+/// this driver's sysfs as udev would (`ATTRS{device}` on the PCI parent,
+/// `ATTR{tt_asic_id}` on the class device, `%s{tt_asic_id}` substituted),
+/// and every card must get exactly one link, named after its chip as
+/// GET_DEVICE_INFO reports it, usable as a file name and unique.
+pub fn udev_by_id_names() -> TestResult {
+    const RULES: &str = include_str!("../../../../packaging/60-tenstorrent.rules");
+    let links = by_id_rules(RULES)?;
+    ensure!(
+        links.len() >= 2,
+        "the rule has {} by-id link lines: {links:?}",
+        links.len()
+    );
+    let mut names = Vec::new();
+    for n in CARDS {
+        let class = format!("/sys/class/tenstorrent/tenstorrent!{n}");
+        let pci_device = sysfs(&format!("{class}/device/device"))?;
+        let asic_id = sysfs(&format!("{class}/tt_asic_id"))?;
+        let got: Vec<String> = links
+            .iter()
+            .filter(|l| l.device == pci_device && !asic_id.is_empty())
+            .map(|l| l.link.replace("%s{tt_asic_id}", &asic_id))
+            .collect();
+        ensure_eq!(
+            got.len(),
+            1,
+            "card {n} (PCI device {pci_device}, tt_asic_id {asic_id:?}) gets links {got:?}"
+        );
+        let name = got[0].strip_prefix("tenstorrent/by-id/").unwrap_or(&got[0]);
+        ensure!(
+            !name.is_empty() && !name.contains(['/', ' ', '\n']) && name != "." && name != "..",
+            "card {n}: link name {name:?} is not a file name"
+        );
+        let dev = ctx(Device::open_index(n), "open")?;
+        let info = ctx(dev.device_info(), "GET_DEVICE_INFO")?;
+        let chip = match info.device_id {
+            0x401e => "wormhole-",
+            0xb140 => "blackhole-",
+            other => return Err(format!("card {n}: unexpected device id {other:#x}")),
+        };
+        ensure!(
+            name.starts_with(chip),
+            "card {n}: link {name:?} for a {chip} card"
+        );
+        ensure!(
+            !names.contains(&got[0]),
+            "two cards get the link {}",
+            got[0]
+        );
+        names.push(got[0].clone());
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+struct ByIdRule {
+    device: String,
+    link: String,
+}
+
+/// The rule lines that add a by-id link: `ATTRS{device}=="ID"` and
+/// `SYMLINK+="..."` (any other key on such a line must be the
+/// `ATTR{tt_asic_id}=="?*"` guard the evaluation above applies).
+fn by_id_rules(rules: &str) -> Result<Vec<ByIdRule>, String> {
+    let mut out = Vec::new();
+    for line in rules.lines().map(str::trim) {
+        if line.starts_with('#') || !line.contains("SYMLINK+=") {
+            continue;
+        }
+        let mut device = None;
+        let mut link = None;
+        for key in line.split(", ") {
+            if let Some(v) = key.strip_prefix("ATTRS{device}==") {
+                device = Some(v.trim_matches('"').to_string());
+            } else if let Some(v) = key.strip_prefix("SYMLINK+=") {
+                link = Some(v.trim_matches('"').to_string());
+            } else if key != "SUBSYSTEM==\"tenstorrent\"" && key != "ATTR{tt_asic_id}==\"?*\"" {
+                return Err(format!(
+                    "rule line with a key this check does not know: {line}"
+                ));
+            }
+        }
+        match (device, link) {
+            (Some(device), Some(link)) => out.push(ByIdRule { device, link }),
+            _ => return Err(format!("link rule without ATTRS{{device}}: {line}")),
+        }
+    }
+    Ok(out)
+}

@@ -884,3 +884,172 @@ pub fn tt_locks_cli() -> TestResult {
     );
     Ok(())
 }
+
+/// The value of the series `name` whose labels include `labels`, from a
+/// Prometheus text exposition.
+fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .find(|(series, _)| {
+            let (n, rest) = series.split_once('{').unwrap_or((series, ""));
+            n == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")))
+        })
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+/// `tt-locks metrics` against the live driver: the holder and waiter of a
+/// lock, the counters, the open files and a clock, each equal to what
+/// sysfs and procfs say at the same moment; the same for an unprivileged
+/// reader; `--output` replaces its file whole; after the hand-off the
+/// series name the new holder.
+pub fn tt_locks_metrics() -> TestResult {
+    let Some(bin) = tt_locks() else {
+        skip_cli("tt-locks metrics");
+        return Ok(());
+    };
+    let bin = &bin;
+    let i = abi::LOCK_ARC_MSG;
+    let a = open(0)?;
+    ensure_free(&a, i)?;
+    let mut h = worker("holder", 0)?;
+    ok(&mut h, "comm metricsholder")?;
+    ok(&mut h, &format!("acquire {i}"))?;
+    let mut w = worker("waiter", 0)?;
+    w.send(&format!("acquire {i}"))?;
+    wait_waiters(&a, i, 1)?;
+
+    let arc = [("card", "0"), ("lock", "ARC_MSG")];
+    for uid in [None, Some(NOBODY)] {
+        let r = cli_expect(bin, &["metrics"], uid, 0)?;
+        let s = sys(0, i)?;
+        let m = |name: &str, labels: &[(&str, &str)]| metric(&r.out, name, labels);
+        let holder = h.pid.to_string();
+        ensure_eq!(
+            m("tenstorrent_cards", &[]),
+            Some(sysfs::cards().map_err(|e| e.to_string())?.len() as f64),
+            "tenstorrent_cards (uid {uid:?})"
+        );
+        ensure_eq!(
+            m("tenstorrent_lock_held", &arc),
+            Some(1.0),
+            "ARC_MSG held (uid {uid:?}): {r}"
+        );
+        ensure_eq!(
+            m(
+                "tenstorrent_lock_holder",
+                &[
+                    ("card", "0"),
+                    ("lock", "ARC_MSG"),
+                    ("pid", &holder),
+                    ("comm", "metricsholder")
+                ]
+            ),
+            Some(1.0),
+            "ARC_MSG's holder series (uid {uid:?}): {r}"
+        );
+        ensure_eq!(
+            m("tenstorrent_lock_waiters", &arc),
+            Some(s.waiters as f64),
+            "waiters vs sysfs {s:?}"
+        );
+        ensure_eq!(m("tenstorrent_lock_waiters", &arc), Some(1.0), "waiters");
+        ensure_eq!(
+            m("tenstorrent_lock_acquisitions_total", &arc),
+            Some(s.acquisitions as f64),
+            "acquisitions vs sysfs {s:?}"
+        );
+        ensure_eq!(
+            m("tenstorrent_lock_owner_died_total", &arc),
+            Some(s.owner_died as f64),
+            "owner_died vs sysfs {s:?}"
+        );
+        let held = m("tenstorrent_lock_held_seconds", &arc).unwrap_or(-1.0);
+        ensure!(
+            held > 0.0 && held <= s.held_ns as f64 / 1e9,
+            "held {held} s, sysfs read after it says {} ns",
+            s.held_ns
+        );
+        ensure_eq!(
+            m(
+                "tenstorrent_lock_held",
+                &[("card", "1"), ("lock", "ARC_MSG")]
+            ),
+            Some(f64::from(u8::from(sys(1, i)?.held))),
+            "card 1's ARC_MSG"
+        );
+        ensure_eq!(
+            m("tenstorrent_open_files", &[("card", "0")]),
+            Some(pids(0)?.len() as f64),
+            "open files of card 0"
+        );
+        if let Ok(clk) = std::fs::read_to_string("/sys/class/tenstorrent/tenstorrent!0/tt_aiclk") {
+            let mhz: f64 = clk
+                .trim()
+                .parse()
+                .map_err(|_| format!("tt_aiclk {clk:?}"))?;
+            ensure_eq!(
+                m(
+                    "tenstorrent_clock_hertz",
+                    &[("card", "0"), ("clock", "aiclk")]
+                ),
+                Some(mhz * 1e6),
+                "aiclk"
+            );
+        }
+        ensure_eq!(
+            m(
+                "tenstorrent_view_readable",
+                &[("card", "0"), ("view", "locks")]
+            ),
+            Some(1.0),
+            "locks view readable (uid {uid:?})"
+        );
+    }
+
+    let dir = std::path::Path::new("/tmp/tt-locks-metrics");
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+    let file = dir.join("tenstorrent.prom");
+    std::fs::write(&file, "stale\n").map_err(|e| e.to_string())?;
+    cli_expect(
+        bin,
+        &["metrics", "--output", &file.to_string_lossy()],
+        None,
+        0,
+    )?;
+    let text = std::fs::read_to_string(&file).map_err(|e| e.to_string())?;
+    ensure!(
+        !text.contains("stale") && metric(&text, "tenstorrent_lock_held", &arc) == Some(1.0),
+        "--output file: {text:?}"
+    );
+    let left = std::fs::read_dir(dir).map_err(|e| e.to_string())?.count();
+    ensure_eq!(left, 1, "files in {} after --output", dir.display());
+
+    ok(&mut h, &format!("release {:x}", bit(i)))?;
+    ok_reply(&mut w, "acquire")?;
+    let r = cli_expect(bin, &["metrics", "0"], None, 0)?;
+    let waiter = w.pid.to_string();
+    ensure_eq!(
+        metric(
+            &r.out,
+            "tenstorrent_lock_holder",
+            &[("card", "0"), ("lock", "ARC_MSG"), ("pid", &waiter)]
+        ),
+        Some(1.0),
+        "after the hand-off the holder is the waiter: {r}"
+    );
+    ensure!(
+        metric(&r.out, "tenstorrent_lock_held", &[("card", "1")]).is_none(),
+        "metrics 0 shows card 1: {r}"
+    );
+    w.send("exit")?;
+    w.wait()?;
+    h.send("exit")?;
+    h.wait()?;
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(())
+}
