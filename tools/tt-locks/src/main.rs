@@ -42,15 +42,16 @@ usage:
           read -r line <&\"${LOCK[0]}\"   # \"holding ...\": the lock is ours
           ...                           # the critical section
           exec {LOCK[1]}>&-; wait        # EOF on its stdin: released
-  tt-locks metrics [DEVICE] [--output FILE]
+  tt-locks metrics [DEVICE] [--output FILE] [--sysfs DIR] [--procfs DIR]
       Every card (or DEVICE) in Prometheus' text format: each lock's holder
       (pid, comm), hold time, waiters and counters, windows and DMA in use,
       the firmware message queue, clocks and sensors; HELP and TYPE lines,
       a `card` label on every series. With --output, FILE is replaced
       atomically (for node_exporter's textfile collector, e.g.
       --output /var/lib/prometheus/node-exporter/tenstorrent.prom from a
-      timer). Reads sysfs and procfs only; no card is not an error
-      (tenstorrent_cards 0).
+      timer). Reads sysfs and procfs only (--sysfs, --procfs: where they
+      are mounted, default /sys and /proc, e.g. the host's in a monitoring
+      container); no card is not an error (tenstorrent_cards 0).
   tt-locks query LOCK [--device N]
       Every field of the driver's QUERY for LOCK (needs access to the device).
   tt-locks release LOCK [--device N]
@@ -126,6 +127,8 @@ struct Opts {
     interval: Option<Duration>,
     count: Option<u64>,
     output: Option<PathBuf>,
+    sysfs: Option<PathBuf>,
+    procfs: Option<PathBuf>,
 }
 
 fn parse_opts(args: &[String], allowed: &[&str]) -> Res<Opts> {
@@ -164,6 +167,8 @@ fn parse_opts(args: &[String], allowed: &[&str]) -> Res<Opts> {
             }
             "--try" => o.try_only = true,
             "--output" | "-o" => o.output = Some(PathBuf::from(value()?)),
+            "--sysfs" => o.sysfs = Some(PathBuf::from(value()?)),
+            "--procfs" => o.procfs = Some(PathBuf::from(value()?)),
             _ => unreachable!("option {name} allowed but not handled"),
         }
     }
@@ -225,13 +230,23 @@ fn run(args: &[String]) -> Res {
             })
         }
         "metrics" => {
-            let o = parse_opts(rest, &["--output", "-o"])?;
-            let views = metrics::Views::new("/");
+            let o = parse_opts(rest, &["--output", "-o", "--sysfs", "--procfs"])?;
+            let views = metrics::Views::new(
+                o.sysfs.clone().unwrap_or_else(|| "/sys".into()),
+                o.procfs.clone().unwrap_or_else(|| "/proc".into()),
+            );
+            let present = views
+                .cards()
+                .map_err(|e| Fail(Exit::Device, format!("the card class under sysfs: {e}")))?;
             let cards = match one_positional(&o, "DEVICE", false)? {
-                Some(d) => select_cards(Some(d))?,
-                None => views
-                    .cards()
-                    .map_err(|e| Fail(Exit::Device, format!("{}: {e}", tt_arbiter::CLASS_DIR)))?,
+                Some(d) => {
+                    let (n, _) = resolve_device(d)?;
+                    if !present.contains(&n) {
+                        return Err(Fail(Exit::Device, format!("no such device: card {n}")));
+                    }
+                    vec![n]
+                }
+                None => present,
             };
             let text = metrics::render(&views, &cards);
             match &o.output {

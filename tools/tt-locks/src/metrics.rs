@@ -18,18 +18,24 @@ use std::path::{Path, PathBuf};
 
 use tt_arbiter::sysfs::{cards_in, read_locks_in};
 
-/// Where the views are: `/` on a live system, a fake tree in tests.
+/// Where the views are: `/sys` and `/proc` on a live system, the host's
+/// mounted elsewhere in a monitoring container (as node_exporter's
+/// `--path.sysfs`, `--path.procfs`), a fake tree in tests.
 pub struct Views {
-    root: PathBuf,
+    sysfs: PathBuf,
+    procfs: PathBuf,
 }
 
 impl Views {
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        Views { root: root.into() }
+    pub fn new(sysfs: impl Into<PathBuf>, procfs: impl Into<PathBuf>) -> Self {
+        Views {
+            sysfs: sysfs.into(),
+            procfs: procfs.into(),
+        }
     }
 
     fn class(&self) -> PathBuf {
-        self.root.join("sys/class/tenstorrent")
+        self.sysfs.join("class/tenstorrent")
     }
 
     fn card_dir(&self, card: u32) -> PathBuf {
@@ -37,8 +43,8 @@ impl Views {
     }
 
     fn proc_dir(&self, card: u32) -> PathBuf {
-        self.root
-            .join("proc/driver/tenstorrent")
+        self.procfs
+            .join("driver/tenstorrent")
             .join(card.to_string())
     }
 
@@ -757,7 +763,7 @@ mod tests {
     #[test]
     fn the_views_in_prometheus_format() {
         let root = fake_root("views");
-        let views = Views::new(&root);
+        let views = Views::new(root.join("sys"), root.join("proc"));
         let cards = views.cards().unwrap();
         assert_eq!(cards, [0, 1]);
         let text = render(&views, &cards);
@@ -900,7 +906,7 @@ mod tests {
     fn no_module_is_zero_cards_not_an_error() {
         let root =
             std::env::temp_dir().join(format!("tt-locks-metrics-empty-{}", std::process::id()));
-        let views = Views::new(&root);
+        let views = Views::new(root.join("sys"), root.join("proc"));
         let cards = views.cards().unwrap();
         let samples = parse(&render(&views, &cards)).unwrap();
         assert_eq!(
