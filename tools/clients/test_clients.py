@@ -257,10 +257,11 @@ class Talker:
     """A tool in a process of its own whose output (stdout and stderr
     together) the test follows as it comes."""
 
-    def __init__(self, code):
+    def __init__(self, code, env=None):
         self.proc = subprocess.Popen(
             [sys.executable, "-u", "-c", code],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
+            env=dict(os.environ, **(env or {})),
         )
         self.pid = self.proc.pid
         self.out = b""
@@ -278,6 +279,16 @@ class Talker:
                     status = self.proc.wait()
                     raise Failure("%s: exited (%s) before printing %r; output:\n%s" % (what, status, text, self.text()[-3000:]))
                 self.out += chunk
+        return self.text()
+
+    def drain(self):
+        """What it printed so far, without waiting for more."""
+        fd = self.proc.stdout.fileno()
+        while select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            self.out += chunk
         return self.text()
 
     def go(self):
@@ -352,6 +363,114 @@ print("done")
     out = second.finish("second UMD's ARC message")
     ensure("done" in out, "second UMD: %r" % out[-2000:])
     wait_for(lambda: lock_line(BH, ARC_MSG)["held"] == "0", "ARC_MSG free after the second UMD")
+
+
+# ---- tt-umd 0.9.14, what `pip install tt-umd` gives today ------------------------------
+#
+# Unpacked beside 0.9.12 (which tt-smi pins) by tools/vm/setup-clients
+# (tools/clients/umd-next.lock); a process that puts it first on its path
+# imports it instead.
+UMD_NEXT = os.environ.get("TT_UMD_NEXT", "/usr/lib/python3/dist-packages/umd-next")
+UMD_NEXT_ENV = {"PYTHONPATH": UMD_NEXT}
+UMD_NEXT_VERSION = "0.9.14"
+
+
+def test_umd_next_version_and_io():
+    """tt-umd 0.9.14: it is the one imported, gates on KMD 2.11.0, enumerates and opens both cards; tile memory through its own windows, checked from the card's side both ways."""
+    code = """
+import importlib.metadata, json, sys, tt_umd
+print("@version", json.dumps([importlib.metadata.version("tt-umd"), tt_umd.__file__]))
+v = tt_umd.PCIDevice.read_kmd_version()
+print("@kmd", json.dumps([v.major, v.minor, v.patch]))
+print("@enum", json.dumps(tt_umd.PCIDevice.enumerate_devices()))
+n, x, y, addr, value = (int(a, 0) for a in sys.argv[1:])
+d = tt_umd.TTDevice.create(n)
+d.init_tt_device()
+print("@arch", json.dumps(str(d.get_arch())))
+d.noc_write32(x, y, addr, value)
+print("@read", d.noc_read32(x, y, addr))
+sys.stdout.flush()
+sys.stdin.readline()  # the test changes the word from the card's side
+print("@again", d.noc_read32(x, y, addr))
+"""
+    for n in CARDS:
+        x, y = TENSIX
+        value, other = 0x1A7E0000 | n, 0x0BAD0000 | n
+        p = subprocess.Popen(
+            [sys.executable, "-c", code, str(n), str(x), str(y), hex(L1_ADDR), hex(value)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, **UMD_NEXT_ENV),
+        )
+        lines = {}
+        while "@read" not in lines:
+            line = p.stdout.readline()
+            if not line:
+                p.kill()
+                raise Failure("card %d: tt-umd %s stopped: %r\n%s" % (n, UMD_NEXT_VERSION, lines, p.stderr.read()[-3000:]))
+            if line.startswith("@"):
+                k, v = line.split(" ", 1)
+                lines[k] = v
+        version, path = json.loads(lines["@version"])
+        ensure(version == UMD_NEXT_VERSION and path.startswith(UMD_NEXT), "imported tt-umd %s from %s" % (version, path))
+        ensure(json.loads(lines["@kmd"]) == [2, 11, 0], "read_kmd_version: %s" % lines["@kmd"])
+        ensure(json.loads(lines["@enum"]) == [0, 1], "enumerate_devices: %s" % lines["@enum"])
+        ensure(ARCH[n] in json.loads(lines["@arch"]).lower(), "card %d arch %s" % (n, lines["@arch"]))
+        ensure(int(lines["@read"]) == value, "card %d: UMD read back %s" % (n, lines["@read"]))
+        ensure(tile_word(n, x, y, L1_ADDR) == value, "card %d: the emulator holds %#x" % (n, tile_word(n, x, y, L1_ADDR)))
+        set_tile_word(n, x, y, L1_ADDR, other)
+        p.stdin.write("\n")
+        p.stdin.flush()
+        out, _ = finish(p, "card %d tile memory (tt-umd %s)" % (n, UMD_NEXT_VERSION))
+        ensure(("@again %d" % other) in out, "card %d: UMD read %r after the card's write of %#x" % (n, out, other))
+
+
+def test_umd_next_kmd_mutex_across_processes():
+    """tt-umd 0.9.14's KmdMutex (its Python binding of the KMD lock) on both cards: one process holds, sysfs names it, a second's try fails and its lock() waits, kill -9 of the holder hands it on with owner_died counted."""
+    code = """
+import sys, tt_umd
+m = tt_umd.KmdMutex(int(sys.argv[1]), %d)
+print("@try=%%d@" %% m.try_lock())
+sys.stdin.readline()
+print("@in lock@")
+m.lock()
+print("@locked@")
+sys.stdin.readline()
+m.unlock()
+print("unlocked")
+""" % ARC_MSG
+    for n in CARDS:
+        first = second = None
+        try:
+            first = Talker(code.replace("sys.argv[1]", str(n)), UMD_NEXT_ENV)
+            out = first.wait_output("@\n", "first KmdMutex's try_lock")
+            ensure("@try=1@" in out, "card %d: the first try_lock of a free lock: %r" % (n, out[-2000:]))
+            ensure(held_by(n, ARC_MSG, first.pid), "card %d: sysfs after try_lock: %r" % (n, lock_line(n, ARC_MSG)))
+            line = lock_line(n, ARC_MSG)
+            ensure(line["name"] == "ARC_MSG" and line["comm"] == "python3", "card %d: sysfs shows %r" % (n, line))
+            second = Talker(code.replace("sys.argv[1]", str(n)), UMD_NEXT_ENV)
+            out = second.wait_output("@\n", "second KmdMutex's try_lock")
+            ensure("@try=0@" in out, "card %d: the second's try_lock of a held lock: %r" % (n, out[-2000:]))
+            # lock() polls LOCK_CTL (UMD's pattern): a poller is not a
+            # sleeping waiter, so sysfs counts no waiter; it must simply not
+            # get the lock while the holder lives.
+            second.go()
+            second.wait_output("@in lock@", "second KmdMutex's lock()")
+            ensure(held_by(n, ARC_MSG, first.pid), "card %d: ARC_MSG left the holder: %r" % (n, lock_line(n, ARC_MSG)))
+            ensure("@locked@" not in second.drain(), "card %d: the second locked a held lock: %r" % (n, second.text()[-2000:]))
+            died = int(lock_line(n, ARC_MSG)["owner_died"])
+            note("card %d: pid %d holds ARC_MSG, pid %d waits; kill -9 of the holder" % (n, first.pid, second.pid))
+            first.kill()
+            second.wait_output("@locked@", "second KmdMutex after kill -9 of the holder")
+            ensure(held_by(n, ARC_MSG, second.pid), "card %d: after the hand-off: %r" % (n, lock_line(n, ARC_MSG)))
+            ensure(int(lock_line(n, ARC_MSG)["owner_died"]) == died + 1, "card %d: owner_died not counted: %r" % (n, lock_line(n, ARC_MSG)))
+            second.go()
+            out = second.finish("second KmdMutex")
+            ensure("unlocked" in out, "card %d: %r" % (n, out[-2000:]))
+            wait_for(lambda: lock_line(n, ARC_MSG)["held"] == "0", "card %d: ARC_MSG free after unlock" % n)
+        finally:
+            for t in (first, second):
+                if t:
+                    t.kill()
 
 
 TT_LOCKS = os.environ.get("TT_LOCKS", "/tmp/tt-locks")
@@ -539,6 +658,8 @@ TESTS = [
     ("umd/tt_device_telemetry", test_umd_tt_device_telemetry),
     ("umd/tile_memory", test_umd_tile_memory),
     ("umd/kmd_mutex_across_processes", test_umd_kmd_mutex_across_processes),
+    ("umd-0.9.14/version_and_io", test_umd_next_version_and_io),
+    ("umd-0.9.14/kmd_mutex_across_processes", test_umd_next_kmd_mutex_across_processes),
     ("tt-locks/sees_umd", test_tt_locks_sees_umd),
     ("pyluwen/detect", test_pyluwen_detect),
     ("luwen-kmd/probe", test_luwen_kmd_probe),
