@@ -567,9 +567,7 @@ mod tests {
         ] {
             assert!(s.contains(label), "{label} not in smc.svg");
         }
-        if std::env::var("KEEP").is_err() {
-            let _ = fs::remove_dir_all(&dir);
-        }
+        let _ = fs::remove_dir_all(&dir);
     }
 
     #[test]
