@@ -639,6 +639,29 @@ pub(crate) mod tests {
         // Half its rate and twice its waits: every one missed.
         let slower = targets(&with_ttkmd(sample(1.0), sample(2.0)));
         assert!(vs_ttkmd(&slower).iter().all(|&m| !m), "{slower:?}");
+        // tt-kmd's rate and median, but a tail 250x longer: missed, on the
+        // p99 alone.
+        let mut tailed = sample(1.0);
+        for (m, v) in &mut tailed.busy {
+            if *m == Mech::Poll {
+                let b = &mut v.iter_mut().find(|(p, _)| *p == 8).unwrap().1;
+                let mut h = Hist::new();
+                for k in 1..=200u64 {
+                    h.record(if k > 195 { 50_000_000 } else { k * 8000 });
+                }
+                b.wait = h;
+            }
+        }
+        let t = with_ttkmd(tailed, sample(1.0)).targets_issue28();
+        let one = t
+            .iter()
+            .find(|t| {
+                t.name
+                    .starts_with("50 µs section, 8 processes, poll_1ms: >= 1.0x tt-kmd")
+            })
+            .unwrap();
+        assert!(!one.met, "{}", one.detail);
+        assert!(one.detail.contains("wait median 1.00x"), "{}", one.detail);
         // Against flock (same run): fairness 0.95 at 1.0x its rate.
         let flock: Vec<_> = faster
             .iter()
