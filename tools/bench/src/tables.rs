@@ -243,11 +243,21 @@ impl Results {
             let _ = writeln!(w);
         }
 
+        let theirs = k.map_or(&[][..], |k| k.smc.as_slice());
+        let their_note = k.and_then(|k| k.smc_note.as_ref());
+        if self.smc.is_empty()
+            && self.smc_note.is_none()
+            && theirs.is_empty()
+            && their_note.is_none()
+        {
+            // Not run (--only).
+            return;
+        }
         let _ = writeln!(w, "**SMC_MSG round trips** (a TEST message posted and its answer collected in a loop, by 1, 8 and 32 processes each with its own open file, for 1 s after a warm-up; device {}): messages per second, fairness (min/max messages per file), round trip from POST to the answer in hand (p50 / p99 / max), messages that failed or came back wrong\n", if self.smc_device.is_empty() { "-" } else { &self.smc_device });
         if let Some(n) = &self.smc_note {
             let _ = writeln!(w, "This driver: not measured: {n}.\n");
         }
-        if let Some(n) = k.and_then(|k| k.smc_note.as_ref()) {
+        if let Some(n) = their_note {
             let _ = writeln!(
                 w,
                 "{}: not measured: {n}.\n",
@@ -260,7 +270,6 @@ impl Results {
                 "tt-kmd: not measured in this run (no tt-kmd module given).\n"
             );
         }
-        let theirs = k.map_or(&[][..], |k| k.smc.as_slice());
         if !self.smc.is_empty() || !theirs.is_empty() {
             let _ = writeln!(
                 w,
@@ -614,6 +623,16 @@ pub(crate) mod tests {
         let mut alone = String::new();
         sample(1.0).contention_markdown(&mut alone);
         assert!(alone.contains("tt-kmd: not measured in this run"));
+        // A run without the SMC section (--only) has no SMC table.
+        let mut none = sample(1.0);
+        none.smc.clear();
+        let mut md = String::new();
+        none.contention_markdown(&mut md);
+        assert!(!md.contains("SMC_MSG"), "{md}");
+        none.smc_note = Some("the driver has no SMC_MSG".into());
+        md.clear();
+        none.contention_markdown(&mut md);
+        assert!(md.contains("This driver: not measured: the driver has no SMC_MSG."));
     }
 
     #[test]
