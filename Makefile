@@ -100,9 +100,11 @@ vm: modules
 # TTKMD_KO=path/to/tt-kmd's tenstorrent.ko (built by you for that kernel,
 # kept out of the tree) adds tt-kmd (2.10, or its PR 266 for SMC_MSG),
 # measured in the same boot.
+# PUBLISH=1: the run's figures to doc/bench/ and its tables into README.
 TTKMD_KO ?=
+PUBLISH ?=
 bench:
-	tools/bench/run $(if $(TTKMD_KO),--ttkmd-ko $(TTKMD_KO))
+	tools/bench/run $(if $(TTKMD_KO),--ttkmd-ko $(TTKMD_KO)) $(if $(PUBLISH),--publish)
 
 lint:
 	tools/vm/build-module --lint
