@@ -376,7 +376,18 @@ fn figure(
         .max(1e-7);
     for (panel, x) in panels.iter().zip(&shown) {
         let mut chart = ChartBuilder::on(panel)
-            .caption(format!("{wait_desc}, {x:.0} {x_desc}"), ("sans-serif", 16))
+            .caption(
+                // "1 file", "8 files".
+                format!(
+                    "{wait_desc}, {x:.0} {}",
+                    if *x == 1.0 {
+                        x_desc.trim_end_matches('s')
+                    } else {
+                        x_desc
+                    }
+                ),
+                ("sans-serif", 16),
+            )
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
@@ -563,10 +574,12 @@ mod tests {
             "this driver: smc_wait",
             "tt-kmd 2.10.1-pre: poll_1ms",
             "round trips, 32 files",
+            "round trips, 1 file",
             "/dev/tenstorrent/1",
         ] {
             assert!(s.contains(label), "{label} not in smc.svg");
         }
+        assert!(!s.contains("1 files"));
         let _ = fs::remove_dir_all(&dir);
     }
 
