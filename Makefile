@@ -13,7 +13,7 @@
 #   make stress          the reliability suites at stress size (debug
 #                        kernel), ending with a table of figures
 #   make vm              boot the test VM with the module loaded
-#   make bench           benchmarks (Debian's kernel; TTKMD_KO= adds tt-kmd)
+#   make bench           benchmarks (Debian's kernel; TTKMD_KO= adds tt-kmd; figures as SVG)
 #   make kcsan           every scenario on the KCSAN (data-race) kernel
 #
 # Installing (see README "Installing"):
@@ -95,12 +95,16 @@ vm: modules
 	tools/vm/run --interactive
 
 # In the VM on Debian's stock kernel, with the module installed on it as
-# a user does (DKMS); results go to $(TT_CACHE)/bench, not to git.
-# TTKMD_KO=path/to/tt-kmd's tenstorrent.ko (built by you for that kernel)
-# adds tt-kmd 2.10, measured in the same boot.
+# a user does (DKMS); results go to $(TT_CACHE)/bench, not to git
+# (tools/bench/run --publish puts one run into README and doc/bench/).
+# TTKMD_KO=path/to/tt-kmd's tenstorrent.ko (built by you for that kernel,
+# kept out of the tree) adds tt-kmd (2.10, or its PR 266 for SMC_MSG),
+# measured in the same boot.
+# PUBLISH=1: the run's figures to doc/bench/ and its tables into README.
 TTKMD_KO ?=
+PUBLISH ?=
 bench:
-	tools/bench/run $(if $(TTKMD_KO),--ttkmd-ko $(TTKMD_KO))
+	tools/bench/run $(if $(TTKMD_KO),--ttkmd-ko $(TTKMD_KO)) $(if $(PUBLISH),--publish)
 
 lint:
 	tools/vm/build-module --lint

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::thread;
 
 use crate::mech::{self, Locker, Mech};
+use crate::stats::{Hist, SharedHist};
 use crate::sys::{self, now_ns};
 
 /// Most samples one measurement keeps.
@@ -31,6 +32,8 @@ struct Shm {
     wakeups: [AtomicU64; MAX_TASKS],
     contended: [AtomicU64; MAX_TASKS],
     tids: [AtomicI32; MAX_TASKS],
+    /// Single waits: group 0 (pollers), group 1 (blocking waiters).
+    waits: [SharedHist; 2],
 }
 
 impl Shm {
@@ -199,7 +202,8 @@ fn handoff_child(m: Mech, shm: &Shm, me: usize, iters: u64) {
     }
 }
 
-/// Throughput of `procs` processes hammering one lock for `dur_ns`.
+/// Acquisitions per second of a group of processes and its fairness:
+/// min/max acquisitions per process over the measured second.
 #[derive(Clone, Debug)]
 pub struct Throughput {
     pub per_sec: f64,
@@ -208,71 +212,251 @@ pub struct Throughput {
     pub fairness: f64,
 }
 
-pub fn throughput(m: Mech, procs: usize, dur_ns: u64) -> Throughput {
-    contend(m, procs, dur_ns, 0, "throughput").0
-}
-
-/// `procs` processes taking one lock in turn, each holding it busy for
-/// `cs_ns` (an ARC message's critical section), for `dur_ns`: acquisitions
-/// per second, fairness, and the gap from a release to another process's
-/// return from its acquire (what a poller loses to its poll interval).
-#[derive(Clone, Debug)]
-pub struct Busy {
-    pub per_sec: f64,
-    pub fairness: f64,
-    pub gap: Stat,
-}
-
-pub fn busy(m: Mech, procs: usize, dur_ns: u64, cs_ns: u64) -> Busy {
-    let (tp, gap) = contend(m, procs, dur_ns, cs_ns, "busy");
-    Busy {
-        per_sec: tp.per_sec,
-        fairness: tp.fairness,
-        gap,
+impl Throughput {
+    /// From each process's acquisitions over `ns` nanoseconds.
+    pub fn of(counts: &[u64], ns: u64) -> Throughput {
+        let total: u64 = counts.iter().sum();
+        let min = counts.iter().copied().min().unwrap_or(0);
+        let max = counts.iter().copied().max().unwrap_or(0);
+        Throughput {
+            per_sec: total as f64 * 1e9 / ns.max(1) as f64,
+            min,
+            max,
+            fairness: if max == 0 {
+                0.0
+            } else {
+                min as f64 / max as f64
+            },
+        }
     }
 }
 
-/// `procs` processes taking one lock in turn for `dur_ns` after a warm-up,
-/// each holding it busy `cs_ns` (with a mutual-exclusion check): their
-/// acquisitions and, with a critical section, the gaps from a release to
-/// another process's return from its acquire (without one, no clock is
-/// read in the loop).
-fn contend(m: Mech, procs: usize, dur_ns: u64, cs_ns: u64, what: &str) -> (Throughput, Stat) {
+/// Throughput of `procs` processes hammering one lock for `dur_ns` (no
+/// clock read in the loop).
+pub fn throughput(m: Mech, procs: usize, dur_ns: u64) -> Throughput {
+    let roles = vec![Role::blocking(m); procs];
+    let c = contend(&roles, dur_ns, None, "throughput");
+    Throughput::of(&c.counts, c.ns)
+}
+
+/// How one process of a contention measurement takes the lock.
+#[derive(Clone, Copy, Debug)]
+pub struct Role {
+    pub mech: Mech,
+    /// A try every 1 ms until it succeeds (UMD's KmdMutex on LOCK_CTL),
+    /// instead of [`Locker::lock`].
+    pub polls: bool,
+}
+
+impl Role {
+    pub fn blocking(mech: Mech) -> Role {
+        Role { mech, polls: false }
+    }
+
+    pub fn polling(mech: Mech) -> Role {
+        Role { mech, polls: true }
+    }
+
+    /// Pollers are group 0, blocking waiters group 1 (for [`Mech::Poll`],
+    /// whose lock() is itself the polling loop, 0 too).
+    fn group(self) -> usize {
+        if self.polls || self.mech == Mech::Poll {
+            0
+        } else {
+            1
+        }
+    }
+
+    fn take(self, l: &Locker) {
+        if self.polls {
+            while !l.try_lock() {
+                sys::sleep_ns(1_000_000);
+            }
+        } else {
+            l.lock();
+        }
+    }
+}
+
+/// One mechanism under contention with a critical section of a given
+/// length (empty or 50 µs): throughput, fairness, every single wait (from
+/// the call that starts taking the lock to its return with the lock) and
+/// the gap from a release to another process's return with the lock.
+#[derive(Clone, Debug)]
+pub struct Busy {
+    pub per_sec: f64,
+    pub min: u64,
+    pub max: u64,
+    pub fairness: f64,
+    pub gap: Stat,
+    pub wait: Hist,
+}
+
+/// `procs` processes taking `m`'s lock in turn, each holding it busy for
+/// `cs_ns` (0: an empty critical section, only the clock reads around the
+/// acquire), for `dur_ns` after a warm-up.
+pub fn busy(m: Mech, procs: usize, dur_ns: u64, cs_ns: u64) -> Busy {
+    let roles = vec![Role::blocking(m); procs];
+    let c = contend(&roles, dur_ns, Some(cs_ns), "contended");
+    let tp = Throughput::of(&c.counts, c.ns);
+    let mut wait = c.waits[0].clone();
+    wait.merge(&c.waits[1]);
+    Busy {
+        per_sec: tp.per_sec,
+        min: tp.min,
+        max: tp.max,
+        fairness: tp.fairness,
+        gap: c.gap,
+        wait,
+    }
+}
+
+/// Pollers and blocking waiters on one lock ([`mixed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mix {
+    /// LOCK_CTL tries every 1 ms and LOCK_CTL ACQUIRE_BLOCKING (both
+    /// drivers).
+    LockCtl,
+    /// LOCK_CTL tries every 1 ms and this driver's LOCK_ACQUIRE.
+    Acquire,
+    /// flock(LOCK_EX | LOCK_NB) every 1 ms and flock(LOCK_EX).
+    Flock,
+}
+
+impl Mix {
+    pub const ALL: [Mix; 3] = [Mix::LockCtl, Mix::Acquire, Mix::Flock];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mix::LockCtl => "lock_ctl",
+            Mix::Acquire => "acquire",
+            Mix::Flock => "flock",
+        }
+    }
+
+    pub fn from_name(n: &str) -> Option<Mix> {
+        Mix::ALL.into_iter().find(|m| m.name() == n)
+    }
+
+    /// What the pollers and the blocking waiters use.
+    pub fn roles(self) -> (Role, Role) {
+        match self {
+            Mix::LockCtl => (Role::polling(Mech::LockCtl), Role::blocking(Mech::LockCtl)),
+            Mix::Acquire => (Role::polling(Mech::LockCtl), Role::blocking(Mech::Acquire)),
+            Mix::Flock => (Role::polling(Mech::Flock), Role::blocking(Mech::Flock)),
+        }
+    }
+
+    pub fn needs_device(self) -> bool {
+        self != Mix::Flock
+    }
+
+    /// tt-kmd has LOCK_CTL only; flock does not depend on the driver.
+    pub fn runs_on_ttkmd(self) -> bool {
+        self == Mix::LockCtl
+    }
+}
+
+/// One group (pollers or blocking waiters) of a [`mixed`] measurement.
+#[derive(Clone, Debug)]
+pub struct Group {
+    pub procs: usize,
+    pub tp: Throughput,
+    pub wait: Hist,
+}
+
+/// Pollers and blocking waiters on one lock: each group's throughput,
+/// fairness and waits, and the fairness over every process.
+#[derive(Clone, Debug)]
+pub struct Mixed {
+    pub per_sec: f64,
+    pub fairness: f64,
+    pub pollers: Group,
+    pub blockers: Group,
+}
+
+/// `procs` processes on one lock, half of them polling (the first half),
+/// half blocking, each holding the lock `cs_ns`.
+pub fn mixed(kind: Mix, procs: usize, dur_ns: u64, cs_ns: u64) -> Mixed {
+    let (p, b) = kind.roles();
+    let npoll = procs / 2;
+    let roles: Vec<Role> = (0..procs).map(|i| if i < npoll { p } else { b }).collect();
+    let c = contend(&roles, dur_ns, Some(cs_ns), "mixed");
+    let all = Throughput::of(&c.counts, c.ns);
+    let group = |g: usize, range: std::ops::Range<usize>| Group {
+        procs: range.len(),
+        tp: Throughput::of(&c.counts[range], c.ns),
+        wait: c.waits[g].clone(),
+    };
+    Mixed {
+        per_sec: all.per_sec,
+        fairness: all.fairness,
+        pollers: group(0, 0..npoll),
+        blockers: group(1, npoll..procs),
+    }
+}
+
+/// What [`contend`] measured.
+struct Contention {
+    /// Acquisitions per process over the measured interval.
+    counts: Vec<u64>,
+    /// Its length.
+    ns: u64,
+    gap: Stat,
+    /// Single waits of group 0 (pollers) and 1 (blocking waiters).
+    waits: [Hist; 2],
+}
+
+/// One process per role taking one lock in turn for `dur_ns` after a
+/// warm-up, each holding it busy for `cs_ns` (with a mutual-exclusion
+/// check). With `cs_ns` given, every acquisition is timed (the wait, and
+/// the gap from a release to another process's return from its acquire);
+/// without, no clock is read in the loop.
+fn contend(roles: &[Role], dur_ns: u64, cs_ns: Option<u64>, what: &str) -> Contention {
+    let procs = roles.len();
     let shm = Shm::new();
     let gun = sys::StartGun::new();
-    // t0: when the last holder released (0: nobody yet); holder: which.
+    // t0: when the last holder released (0: nobody yet); holder: which;
+    // waiting[0]: set while measuring.
     shm.t0.store(0, SeqCst);
-    let timed = cs_ns > 0;
-    let pids: Vec<_> = (0..procs)
-        .map(|i| {
+    let pids: Vec<_> = roles
+        .iter()
+        .enumerate()
+        .map(|(i, &role)| {
             let gun = &gun;
             sys::fork_child(move || {
-                let l = Locker::open(m);
+                let l = Locker::open(role.mech);
+                let hist = &shm.waits[role.group()];
                 shm.ready.fetch_add(1, SeqCst);
                 gun.wait();
                 loop {
-                    l.lock();
+                    let start = if cs_ns.is_some() { now_ns() } else { 0 };
+                    role.take(&l);
                     if shm.stop.load(SeqCst) != 0 {
                         l.unlock();
                         break;
                     }
                     shm.enter();
-                    if timed {
+                    if let Some(cs) = cs_ns {
                         let now = now_ns();
                         let released = shm.t0.load(SeqCst);
                         // A hand-off to another process, not a re-take.
                         let releaser = shm.holder.load(SeqCst);
                         let handed = releaser >= 0 && releaser != i as i32;
-                        if released != 0 && handed && shm.waiting[0].load(SeqCst) != 0 {
-                            shm.record(now - released);
+                        let measuring = shm.waiting[0].load(SeqCst) != 0;
+                        if measuring {
+                            hist.record(now - start);
+                            if released != 0 && handed {
+                                shm.record(now - released);
+                            }
                         }
-                        while now_ns() < now + cs_ns {
+                        while now_ns() < now + cs {
                             std::hint::spin_loop();
                         }
                     }
                     shm.counts[i].fetch_add(1, SeqCst);
                     shm.leave();
-                    if timed {
+                    if cs_ns.is_some() {
                         shm.holder.store(i as i32, SeqCst);
                         shm.t0.store(now_ns(), SeqCst);
                     }
@@ -298,27 +482,13 @@ fn contend(m: Mech, procs: usize, dur_ns: u64, cs_ns: u64, what: &str) -> (Throu
     shm.stop.store(1, SeqCst);
     sys::wait_all(&pids);
     shm.check(what);
-    let counts: Vec<u64> = c1.iter().zip(&c0).map(|(a, b)| a - b).collect();
-    let total: u64 = counts.iter().sum();
-    let min = counts.iter().copied().min().unwrap_or(0);
-    let max = counts.iter().copied().max().unwrap_or(0);
     let gaps = shm.samples();
-    let tp = Throughput {
-        per_sec: total as f64 * 1e9 / (t1 - t0) as f64,
-        min,
-        max,
-        fairness: if max == 0 {
-            0.0
-        } else {
-            min as f64 / max as f64
-        },
-    };
-    let gap = Stat {
-        median: sys::quantile(&gaps, 0.5),
-        p99: sys::quantile(&gaps, 0.99),
-        samples: gaps.len(),
-    };
-    (tp, gap)
+    Contention {
+        counts: c1.iter().zip(&c0).map(|(a, b)| a - b).collect(),
+        ns: t1 - t0,
+        gap: Stat::of(&gaps),
+        waits: [shm.waits[0].snapshot(), shm.waits[1].snapshot()],
+    }
 }
 
 /// Thundering herd: `waiters` processes asleep on one lock held by the

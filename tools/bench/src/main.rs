@@ -6,15 +6,23 @@
 //! robust process-shared pthread mutex, a 1 ms LOCK_CTL polling loop):
 //! uncontended pair cost, hand-off latency, throughput and fairness with
 //! 1-32 processes, wake-ups per release with 64 sleepers, release cost with
-//! 1-1000 sleepers. Prints markdown tables and the targets, and writes JSON
-//! (also printed between marker lines for the host to extract).
+//! 1-1000 sleepers, empty and 50 µs critical sections at 2, 8 and 32
+//! processes with every wait timed, pollers and blocking waiters on one
+//! lock; and SMC_MSG round trips with 1, 8 and 32 files. Prints markdown
+//! tables and the targets, and writes JSON (also printed between marker
+//! lines for the host to extract).
 //!
 //!     tt-bench [--quick] [--no-device] [--device PATH] [--json FILE]
+//!     tt-bench plot RUN.json OUTDIR     (on the host: the SVG figures)
 
 mod bench;
 mod mech;
+mod plot;
 mod report;
+mod smc;
+mod stats;
 mod sys;
+mod tables;
 
 use std::process::ExitCode;
 
@@ -31,6 +39,10 @@ struct Options {
     baseline_out: Option<String>,
     /// tt-kmd's figures from the same boot, to compare with.
     ttkmd: Option<String>,
+    /// Sleepers of the release-cost measurement.
+    waiters: Vec<usize>,
+    /// The card whose firmware queue SMC_MSG measures.
+    smc_device: Option<String>,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -42,6 +54,8 @@ fn parse_args() -> Result<Options, String> {
         json: "/tmp/tt-bench.json".into(),
         baseline_out: None,
         ttkmd: None,
+        waiters: vec![1, 10, 100, 1000],
+        smc_device: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -62,11 +76,21 @@ fn parse_args() -> Result<Options, String> {
                 o.baseline_out = Some(args.next().ok_or("--baseline-out needs a file")?)
             }
             "--ttkmd" => o.ttkmd = Some(args.next().ok_or("--ttkmd needs a file")?),
+            "--waiters" => {
+                let v = args.next().ok_or("--waiters needs a list")?;
+                o.waiters = v
+                    .split(',')
+                    .map(|n| n.parse().map_err(|_| format!("--waiters: '{n}'")))
+                    .collect::<Result<_, _>>()?;
+            }
+            "--smc-device" => o.smc_device = Some(args.next().ok_or("--smc-device needs a path")?),
             "-h" | "--help" => {
                 return Err(
                     "usage: tt-bench [--quick] [--no-device] [--device PATH] [--json FILE] \
-                     [--only uncontended,handoff,throughput,herd,release,calls,busy] [--mechs NAME,...] \
-                     [--baseline-out FILE (on tt-kmd)] [--ttkmd FILE]"
+                     [--only uncontended,handoff,throughput,herd,release,calls,busy,empty,mixed,smc] \
+                     [--mechs NAME,...] [--waiters 1,10,100,1000] [--smc-device PATH] \
+                     [--baseline-out FILE (on tt-kmd)] [--ttkmd FILE]\n       \
+                     tt-bench plot RUN.json OUTDIR"
                         .into(),
                 )
             }
@@ -76,7 +100,75 @@ fn parse_args() -> Result<Options, String> {
     Ok(o)
 }
 
+/// SMC_MSG round trips on `o`'s card (the Blackhole, /dev/tenstorrent/1,
+/// when there is one, else the lock's device), if its driver and firmware
+/// have a queue; otherwise why not.
+fn smc_section(o: &Options, r: &mut Results, dur_ns: u64) {
+    let Some(lock_dev) = &o.device else {
+        r.smc_note = Some("no device (--no-device)".into());
+        return;
+    };
+    let dev = o.smc_device.clone().unwrap_or_else(|| {
+        // A driver just loaded may still be binding the second card.
+        let bh = "/dev/tenstorrent/1";
+        for _ in 0..100 {
+            if std::path::Path::new(bh).exists() {
+                return bh.into();
+            }
+            sys::sleep_ns(100_000_000);
+        }
+        lock_dev.clone()
+    });
+    r.smc_device = dev.clone();
+    if let Err(e) = smc::probe(&dev) {
+        eprintln!("tt-bench: SMC_MSG not measured on {dev}: {e}");
+        r.smc_note = Some(e);
+        return;
+    }
+    let patterns = smc::Pattern::ALL
+        .into_iter()
+        .filter(|p| o.baseline_out.is_none() || p.runs_on_ttkmd());
+    for pat in patterns {
+        eprintln!("tt-bench: SMC_MSG round trips {} on {dev}", pat.name());
+        let v: Vec<_> = [1, 8, 32]
+            .into_iter()
+            .map(|n| (n, smc::round_trips(&dev, pat, n, dur_ns)))
+            .collect();
+        for (n, x) in &v {
+            if x.errors > 0 {
+                eprintln!(
+                    "tt-bench: SMC_MSG {} with {n} files: {} messages failed",
+                    pat.name(),
+                    x.errors
+                );
+            }
+        }
+        r.smc.push((pat, v));
+    }
+}
+
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("plot") {
+        return match &args[1..] {
+            [json, dir] => match plot::plot_file(json, dir) {
+                Ok(files) => {
+                    for f in files {
+                        println!("{f}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("tt-bench plot: {e}");
+                    ExitCode::FAILURE
+                }
+            },
+            _ => {
+                eprintln!("usage: tt-bench plot RUN.json OUTDIR");
+                ExitCode::from(2)
+            }
+        };
+    }
     let o = match parse_args() {
         Ok(o) => o,
         Err(e) => {
@@ -102,7 +194,7 @@ fn main() -> ExitCode {
         .filter(|m| o.baseline_out.is_none() || m.runs_on_ttkmd())
         .collect();
     // On tt-kmd: what the run on this driver compares with.
-    let baseline_sections = ["uncontended", "handoff", "busy"];
+    let baseline_sections = ["uncontended", "handoff", "busy", "empty", "mixed", "smc"];
     let run = |section: &str| {
         o.only
             .as_ref()
@@ -129,7 +221,7 @@ fn main() -> ExitCode {
         (_, Mech::Poll) | (true, _) => 1,
         (false, _) => 4,
     };
-    let waiters: &[usize] = &[1, 10, 100, 1000];
+    let waiters: &[usize] = &o.waiters;
     let release_samples = |m: Mech, n: usize| -> u64 {
         let s = match n {
             1 | 10 => 300,
@@ -193,6 +285,30 @@ fn main() -> ExitCode {
             .map(|&p| (p, bench::busy(m, p, busy_ns, 50_000)))
             .collect();
         r.busy.push((m, v));
+    }
+    for &m in mechs.iter().filter(|m| m.is_lock() && run("empty")) {
+        step(&format!("empty critical section, waits timed {}", m.name()));
+        let v = busy_procs
+            .iter()
+            .map(|&p| (p, bench::busy(m, p, busy_ns, 0)))
+            .collect();
+        r.empty.push((m, v));
+    }
+    let mixes = bench::Mix::ALL.into_iter().filter(|k| {
+        (o.device.is_some() || !k.needs_device())
+            && (o.baseline_out.is_none() || k.runs_on_ttkmd())
+            && run("mixed")
+    });
+    for k in mixes {
+        step(&format!("pollers and blocking waiters {}", k.name()));
+        let v = busy_procs
+            .iter()
+            .map(|&p| (p, bench::mixed(k, p, busy_ns, 50_000)))
+            .collect();
+        r.mixed.push((k, v));
+    }
+    if run("smc") {
+        smc_section(&o, &mut r, busy_ns);
     }
 
     if let Some(path) = &o.baseline_out {

@@ -266,6 +266,65 @@ impl Locker {
         }
     }
 
+    /// One try at the lock, without waiting: whether it was taken.
+    /// LOCK_CTL's ACQUIRE for the LOCK_CTL mechanisms (what UMD polls),
+    /// LOCK_NONBLOCK, `LOCK_NB`, `F_OFD_SETLK`, `pthread_mutex_trylock`.
+    pub fn try_lock(&self) -> bool {
+        let busy = |e: io::Error, what: &str| match e.raw_os_error() {
+            Some(libc::EAGAIN | libc::EACCES | libc::EBUSY) => false,
+            _ => panic!("{what}: {e}"),
+        };
+        match self.mech {
+            Mech::Null => {
+                self.lock();
+                true
+            }
+            Mech::LockCtl | Mech::Poll => self.lock_ctl(abi::LOCK_CTL_ACQUIRE) == 1,
+            Mech::Acquire => {
+                let mut arg = abi::LockAcquire::new();
+                arg.index = self.index;
+                arg.flags = abi::LOCK_NONBLOCK;
+                match self.ioctl(abi::IOCTL_LOCK_ACQUIRE, &mut arg) {
+                    Ok(()) => true,
+                    Err(e) => busy(e, "LOCK_ACQUIRE NONBLOCK"),
+                }
+            }
+            Mech::Flock => {
+                // SAFETY: our descriptor.
+                if unsafe { libc::flock(self.fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                    true
+                } else {
+                    busy(io::Error::last_os_error(), "flock(LOCK_NB)")
+                }
+            }
+            Mech::Ofd => {
+                // SAFETY: an all-zero flock is valid.
+                let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+                fl.l_type = libc::F_WRLCK as i16;
+                fl.l_whence = libc::SEEK_SET as i16;
+                // SAFETY: our descriptor and a valid struct flock.
+                if unsafe { libc::fcntl(self.fd, libc::F_OFD_SETLK, &fl) } == 0 {
+                    true
+                } else {
+                    busy(io::Error::last_os_error(), "F_OFD_SETLK")
+                }
+            }
+            Mech::Robust => {
+                // SAFETY: an initialised process-shared mutex.
+                match unsafe { libc::pthread_mutex_trylock(self.mutex) } {
+                    0 => true,
+                    libc::EOWNERDEAD => {
+                        // SAFETY: we hold it.
+                        unsafe { libc::pthread_mutex_consistent(self.mutex) };
+                        true
+                    }
+                    libc::EBUSY => false,
+                    rc => panic!("pthread_mutex_trylock: {rc}"),
+                }
+            }
+        }
+    }
+
     /// Releases the lock (nothing for [`Mech::Null`]).
     pub fn unlock(&self) {
         match self.mech {

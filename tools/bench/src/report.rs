@@ -3,8 +3,11 @@
 use std::fmt::Write as _;
 use std::fs;
 
-use crate::bench::{Busy, Herd, Stat, Throughput};
+use crate::bench::{Busy, Group, Herd, Mix, Mixed, Stat, Throughput};
 use crate::mech::Mech;
+use crate::smc::{Pattern, Smc};
+use crate::stats::Hist;
+use crate::tables::{busy_entry, mixed_json, smc_json};
 
 /// Lines around the JSON on stdout, for the host to cut it out.
 pub const JSON_BEGIN: &str = "---- tt-bench json begin ----";
@@ -57,7 +60,15 @@ impl Setup {
         }
     }
 
-    fn get(&self, k: &str) -> &str {
+    /// A setup with only these pairs (tests).
+    #[cfg(test)]
+    pub fn with(pairs: &[(&'static str, &str)]) -> Setup {
+        Setup {
+            pairs: pairs.iter().map(|&(k, v)| (k, v.to_string())).collect(),
+        }
+    }
+
+    pub fn get(&self, k: &str) -> &str {
         self.pairs
             .iter()
             .find(|(n, _)| *n == k)
@@ -80,27 +91,69 @@ pub struct Results {
     pub breakdown: Vec<(&'static str, Stat)>,
     /// A 50 µs critical section, by process count.
     pub busy: Vec<(Mech, Vec<(usize, Busy)>)>,
-    /// The same workloads on tt-kmd 2.10, measured in the same boot.
+    /// An empty critical section, every wait timed, by process count.
+    pub empty: Vec<(Mech, Vec<(usize, Busy)>)>,
+    /// Pollers and blocking waiters on one lock (50 µs held).
+    pub mixed: Vec<(Mix, Vec<(usize, Mixed)>)>,
+    /// SMC_MSG round trips, by number of files posting.
+    pub smc: Vec<(Pattern, Vec<(usize, Smc)>)>,
+    /// Why SMC_MSG was not measured, if it was not; and on which device.
+    pub smc_note: Option<String>,
+    pub smc_device: String,
+    /// The same workloads on tt-kmd, measured in the same boot.
     pub ttkmd: Option<Baseline>,
 }
 
 /// What tt-bench measured on tt-kmd (`--baseline-out`), read back by the
 /// run on this driver (`--ttkmd`): the workloads tt-kmd's LOCK_CTL can run
-/// (a try, polled every 1 ms, as UMD's KmdMutex does), and flock as the
-/// yardstick both runs share. One line per figure:
-/// `uncontended|handoff MECH MEDIAN P99 SAMPLES` and
-/// `busy MECH PROCS PER_SEC FAIRNESS GAP_MEDIAN GAP_P99 GAP_SAMPLES`.
+/// (a try, polled every 1 ms, as UMD's KmdMutex does, and
+/// ACQUIRE_BLOCKING), SMC_MSG when it has it, and flock as the yardstick
+/// both runs share. One line per figure (HIST: [`Hist::to_word`]):
+/// - `version VERSION` (the module's)
+/// - `uncontended|handoff MECH MEDIAN P99 SAMPLES`
+/// - `busy|empty MECH PROCS PER_SEC MIN MAX GAP_MEDIAN GAP_P99 GAP_SAMPLES HIST`
+/// - `mixed KIND PROCS` then, for the pollers and the blocking waiters,
+///   `PROCS PER_SEC MIN MAX HIST`
+/// - `smc PATTERN FILES PER_SEC MIN MAX ERRORS HIST`
+/// - `smc-note TEXT` (why SMC_MSG was not measured)
 #[derive(Default)]
 pub struct Baseline {
+    pub version: String,
     pub uncontended: Vec<(Mech, Stat)>,
     pub handoff: Vec<(Mech, Stat)>,
     pub busy: Vec<(Mech, Vec<(usize, Busy)>)>,
+    pub empty: Vec<(Mech, Vec<(usize, Busy)>)>,
+    pub mixed: Vec<(Mix, Vec<(usize, Mixed)>)>,
+    pub smc: Vec<(Pattern, Vec<(usize, Smc)>)>,
+    pub smc_note: Option<String>,
+}
+
+/// Appends `x` to `key`'s list in `v`.
+fn push_to<K: PartialEq + Copy, T>(v: &mut Vec<(K, Vec<(usize, T)>)>, key: K, n: usize, x: T) {
+    match v.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, l)) => l.push((n, x)),
+        None => v.push((key, vec![(n, x)])),
+    }
+}
+
+pub(crate) fn tp_of(per_sec: f64, min: u64, max: u64) -> Throughput {
+    Throughput {
+        per_sec,
+        min,
+        max,
+        fairness: if max == 0 {
+            0.0
+        } else {
+            min as f64 / max as f64
+        },
+    }
 }
 
 impl Baseline {
     /// The baseline lines of `r`.
     pub fn text(r: &Results) -> String {
         let mut out = String::new();
+        let _ = writeln!(out, "version {}", r.setup.get("module_version"));
         for (kind, v) in [("uncontended", &r.uncontended), ("handoff", &r.handoff)] {
             for (m, st) in v {
                 let _ = writeln!(
@@ -113,19 +166,61 @@ impl Baseline {
                 );
             }
         }
-        for (m, v) in &r.busy {
-            for (p, b) in v {
+        for (kind, v) in [("busy", &r.busy), ("empty", &r.empty)] {
+            for (m, v) in v {
+                for (p, b) in v {
+                    let _ = writeln!(
+                        out,
+                        "{kind} {} {p} {} {} {} {} {} {} {}",
+                        m.name(),
+                        b.per_sec,
+                        b.min,
+                        b.max,
+                        b.gap.median,
+                        b.gap.p99,
+                        b.gap.samples,
+                        b.wait.to_word()
+                    );
+                }
+            }
+        }
+        for (k, v) in &r.mixed {
+            for (p, x) in v {
+                let g = |g: &Group| {
+                    format!(
+                        "{} {} {} {} {}",
+                        g.procs,
+                        g.tp.per_sec,
+                        g.tp.min,
+                        g.tp.max,
+                        g.wait.to_word()
+                    )
+                };
                 let _ = writeln!(
                     out,
-                    "busy {} {p} {} {} {} {} {}",
-                    m.name(),
-                    b.per_sec,
-                    b.fairness,
-                    b.gap.median,
-                    b.gap.p99,
-                    b.gap.samples
+                    "mixed {} {p} {} {}",
+                    k.name(),
+                    g(&x.pollers),
+                    g(&x.blockers)
                 );
             }
+        }
+        for (pat, v) in &r.smc {
+            for (n, x) in v {
+                let _ = writeln!(
+                    out,
+                    "smc {} {n} {} {} {} {} {}",
+                    pat.name(),
+                    x.tp.per_sec,
+                    x.tp.min,
+                    x.tp.max,
+                    x.errors,
+                    x.rtt.to_word()
+                );
+            }
+        }
+        if let Some(note) = &r.smc_note {
+            let _ = writeln!(out, "smc-note {note}");
         }
         out
     }
@@ -136,37 +231,78 @@ impl Baseline {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let f: Vec<&str> = line.split_whitespace().collect();
             let bad = || format!("baseline line {line:?}");
-            let m = f.get(1).and_then(|n| Mech::from_name(n)).ok_or_else(bad)?;
             let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).ok_or_else(bad);
+            let int = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).ok_or_else(bad);
+            let hist = |i: usize| f.get(i).and_then(|w| Hist::from_word(w)).ok_or_else(bad);
+            let mech = || f.get(1).and_then(|n| Mech::from_name(n)).ok_or_else(bad);
             match (f[0], f.len()) {
+                ("version", _) => b.version = line["version".len()..].trim().to_string(),
+                ("smc-note", _) => b.smc_note = Some(line["smc-note".len()..].trim().to_string()),
                 ("uncontended" | "handoff", 5) => {
                     let st = Stat {
                         median: num(2)?,
                         p99: num(3)?,
-                        samples: num(4)? as usize,
+                        samples: int(4)? as usize,
                     };
                     let v = if f[0] == "handoff" {
                         &mut b.handoff
                     } else {
                         &mut b.uncontended
                     };
-                    v.push((m, st));
+                    v.push((mech()?, st));
                 }
-                ("busy", 8) => {
+                ("busy" | "empty", 10) => {
+                    let tp = tp_of(num(3)?, int(4)?, int(5)?);
                     let busy = Busy {
-                        per_sec: num(3)?,
-                        fairness: num(4)?,
+                        per_sec: tp.per_sec,
+                        min: tp.min,
+                        max: tp.max,
+                        fairness: tp.fairness,
                         gap: Stat {
-                            median: num(5)?,
-                            p99: num(6)?,
-                            samples: num(7)? as usize,
+                            median: num(6)?,
+                            p99: num(7)?,
+                            samples: int(8)? as usize,
                         },
+                        wait: hist(9)?,
                     };
-                    let procs = num(2)? as usize;
-                    match b.busy.iter_mut().find(|(x, _)| *x == m) {
-                        Some((_, v)) => v.push((procs, busy)),
-                        None => b.busy.push((m, vec![(procs, busy)])),
-                    }
+                    let v = if f[0] == "busy" {
+                        &mut b.busy
+                    } else {
+                        &mut b.empty
+                    };
+                    push_to(v, mech()?, int(2)? as usize, busy);
+                }
+                ("mixed", 13) => {
+                    let kind = Mix::from_name(f[1]).ok_or_else(bad)?;
+                    let group = |i: usize| -> Result<Group, String> {
+                        Ok(Group {
+                            procs: int(i)? as usize,
+                            tp: tp_of(num(i + 1)?, int(i + 2)?, int(i + 3)?),
+                            wait: hist(i + 4)?,
+                        })
+                    };
+                    let (pollers, blockers) = (group(3)?, group(8)?);
+                    let all = tp_of(
+                        pollers.tp.per_sec + blockers.tp.per_sec,
+                        pollers.tp.min.min(blockers.tp.min),
+                        pollers.tp.max.max(blockers.tp.max),
+                    );
+                    let x = Mixed {
+                        per_sec: all.per_sec,
+                        fairness: all.fairness,
+                        pollers,
+                        blockers,
+                    };
+                    push_to(&mut b.mixed, kind, int(2)? as usize, x);
+                }
+                ("smc", 8) => {
+                    let pat = Pattern::from_name(f[1]).ok_or_else(bad)?;
+                    let x = Smc {
+                        tp: tp_of(num(3)?, int(4)?, int(5)?),
+                        errors: int(6)?,
+                        rtt: hist(7)?,
+                    };
+                    push_to(&mut b.smc, pat, int(2)? as usize, x);
                 }
                 _ => return Err(bad()),
             }
@@ -175,11 +311,11 @@ impl Baseline {
     }
 }
 
-fn find<T>(v: &[(Mech, T)], m: Mech) -> Option<&T> {
+pub(crate) fn find<T>(v: &[(Mech, T)], m: Mech) -> Option<&T> {
     v.iter().find(|(x, _)| *x == m).map(|(_, t)| t)
 }
 
-fn find_n<T>(v: &[(usize, T)], n: usize) -> Option<&T> {
+pub(crate) fn find_n<T>(v: &[(usize, T)], n: usize) -> Option<&T> {
     v.iter().find(|(x, _)| *x == n).map(|(_, t)| t)
 }
 
@@ -196,14 +332,14 @@ pub fn fmt_ns(v: f64) -> String {
     }
 }
 
-fn fmt_ratio(v: f64, base: Option<f64>) -> String {
+pub(crate) fn fmt_ratio(v: f64, base: Option<f64>) -> String {
     match base {
         Some(b) if b > 0.0 && v.is_finite() => format!("{:.2}x", v / b),
         _ => "-".into(),
     }
 }
 
-fn fmt_rate(v: f64) -> String {
+pub(crate) fn fmt_rate(v: f64) -> String {
     if v >= 1e6 {
         format!("{:.2} M/s", v / 1e6)
     } else if v >= 1e3 {
@@ -241,6 +377,11 @@ impl Results {
             release: Vec::new(),
             breakdown: Vec::new(),
             busy: Vec::new(),
+            empty: Vec::new(),
+            mixed: Vec::new(),
+            smc: Vec::new(),
+            smc_note: None,
+            smc_device: String::new(),
             ttkmd: None,
         }
     }
@@ -669,46 +810,14 @@ impl Results {
             let _ = writeln!(w);
         }
 
-        if !self.busy.is_empty() {
-            let _ = writeln!(
-                w,
-                "**A 50 µs critical section** (an ARC message): acquisitions per second (x flock), fairness min/max, and the gap from a release to another process holding the lock (median / p99)\n"
-            );
-            let procs: Vec<usize> = self
-                .busy
-                .first()
-                .map_or(Vec::new(), |(_, v)| v.iter().map(|(p, _)| *p).collect());
-            let _ = write!(w, "| mechanism |");
-            for p in &procs {
-                let _ = write!(w, " {p} processes |");
-            }
-            let _ = writeln!(w);
-            let _ = writeln!(w, "|---|{}", "---:|".repeat(procs.len()));
-            for (m, v) in &self.busy {
-                let _ = write!(w, "| {} |", m.name());
-                for (p, b) in v {
-                    let f = self.busy_at(Mech::Flock, *p).map(|f| f.per_sec);
-                    let _ = write!(
-                        w,
-                        " {} ({}), {:.2}, {} / {} |",
-                        fmt_rate(b.per_sec),
-                        fmt_ratio(b.per_sec, f),
-                        b.fairness,
-                        fmt_ns(b.gap.median),
-                        fmt_ns(b.gap.p99)
-                    );
-                }
-                let _ = writeln!(w);
-            }
-            let _ = writeln!(w);
-        }
+        self.contention_markdown(w);
         match &self.ttkmd {
             None => {
-                let _ = writeln!(w, "**Against tt-kmd 2.10**: not measured in this run (no tt-kmd module given: `tools/bench/run --ttkmd-ko PATH`).\n");
+                let _ = writeln!(w, "**Against tt-kmd**: not measured in this run (no tt-kmd module given: `tools/bench/run --ttkmd-ko PATH`).\n");
             }
             Some(k) => {
-                let _ = writeln!(w, "**Against tt-kmd 2.10**, measured in the same boot (tt-kmd loaded instead of this module; LOCK_CTL try polled every 1 ms is what UMD's KmdMutex does on it)\n");
-                let _ = writeln!(w, "| workload | this driver | tt-kmd 2.10 | x tt-kmd |");
+                let _ = writeln!(w, "**Against {}**, measured in the same boot (tt-kmd loaded instead of this module; LOCK_CTL try polled every 1 ms is what UMD's KmdMutex does on it)\n", k.name());
+                let _ = writeln!(w, "| workload | this driver | {} | x tt-kmd |", k.name());
                 let _ = writeln!(w, "|---|---:|---:|---:|");
                 let mut row = |name: String,
                                ours: Option<f64>,
@@ -819,6 +928,7 @@ impl Results {
             all.extend(self.targets(m));
         }
         all.extend(self.targets_against_ttkmd());
+        all.extend(self.targets_issue28());
         for t in all {
             let _ = writeln!(
                 w,
@@ -859,14 +969,7 @@ impl Results {
                 find(v, m).map(|v| {
                     J::Obj(
                         v.iter()
-                            .map(|(p, b)| {
-                                let fields = vec![
-                                    ("per_sec", J::Num(b.per_sec)),
-                                    ("fairness", J::Num(b.fairness)),
-                                    ("gap_ns", stat(&b.gap, None)),
-                                ];
-                                (p.to_string(), J::obj(fields))
-                            })
+                            .map(|(p, b)| (p.to_string(), busy_entry(b, stat(&b.gap, None))))
                             .collect(),
                     )
                 })
@@ -879,6 +982,7 @@ impl Results {
             all.extend(self.targets(m));
         }
         all.extend(self.targets_against_ttkmd());
+        all.extend(self.targets_issue28());
         {
             for t in all {
                 targets.push(J::obj(vec![
@@ -1001,6 +1105,12 @@ impl Results {
                 ),
             ),
             ("busy_50us", busy_json(&self.busy)),
+            ("empty_cs", busy_json(&self.empty)),
+            ("mixed_50us", mixed_json(&self.mixed)),
+            (
+                "smc_msg",
+                smc_json(&self.smc, self.smc_note.as_deref(), &self.smc_device),
+            ),
             (
                 "ttkmd",
                 self.ttkmd.as_ref().map_or(J::Null, |k| {
@@ -1013,7 +1123,11 @@ impl Results {
                             "handoff_ns",
                             per_mech(&|m| find(&k.handoff, m).map(|s| stat(s, None))),
                         ),
+                        ("version", J::Str(k.version.clone())),
                         ("busy_50us", busy_json(&k.busy)),
+                        ("empty_cs", busy_json(&k.empty)),
+                        ("mixed_50us", mixed_json(&k.mixed)),
+                        ("smc_msg", smc_json(&k.smc, k.smc_note.as_deref(), "")),
                     ])
                 }),
             ),
@@ -1026,7 +1140,7 @@ impl Results {
 }
 
 /// A minimal JSON value.
-enum J {
+pub(crate) enum J {
     Num(f64),
     Int(u64),
     Str(String),
@@ -1037,11 +1151,11 @@ enum J {
 }
 
 impl J {
-    fn obj(v: Vec<(&str, J)>) -> J {
+    pub(crate) fn obj(v: Vec<(&str, J)>) -> J {
         J::Obj(v.into_iter().map(|(k, j)| (k.to_string(), j)).collect())
     }
 
-    fn opt(v: Option<f64>) -> J {
+    pub(crate) fn opt(v: Option<f64>) -> J {
         v.map_or(J::Null, J::Num)
     }
 
@@ -1118,30 +1232,55 @@ mod tests {
 
     #[test]
     fn baseline_round_trip() {
-        let mut r = Results::new(Setup { pairs: Vec::new() });
-        let st = |m| Stat {
-            median: m,
-            p99: 2.0 * m,
-            samples: 7,
-        };
-        r.uncontended.push((Mech::Poll, st(1500.0)));
-        r.handoff.push((Mech::Flock, st(9000.5)));
-        let busy = Busy {
-            per_sec: 123.25,
-            fairness: 0.5,
-            gap: st(1.0e6),
-        };
-        r.busy
-            .push((Mech::Poll, vec![(2, busy.clone()), (8, busy)]));
+        let mut r = crate::tables::tests::sample(1.0);
+        r.setup = Setup::with(&[("module_version", "2.10.1-pre")]);
+        r.smc_note = Some("nothing here (EINVAL)".into());
         let b = Baseline::parse(&Baseline::text(&r)).unwrap();
+        assert_eq!(b.version, "2.10.1-pre");
+        assert_eq!(b.name(), "tt-kmd 2.10.1-pre");
+        assert_eq!(b.smc_note.as_deref(), Some("nothing here (EINVAL)"));
         assert_eq!(find(&b.uncontended, Mech::Poll).unwrap().median, 1500.0);
         assert_eq!(find(&b.handoff, Mech::Flock).unwrap().p99, 18001.0);
-        let v = find(&b.busy, Mech::Poll).unwrap();
-        assert_eq!(v.len(), 2);
-        assert_eq!(find_n(v, 8).unwrap().per_sec, 123.25);
-        assert_eq!(find_n(v, 8).unwrap().gap.samples, 7);
-        assert!(Baseline::parse("busy poll_1ms 2 1").is_err());
-        assert!(Baseline::parse("uncontended nothing 1 2 3").is_err());
+        for (ours, back) in [(&r.busy, &b.busy), (&r.empty, &b.empty)] {
+            assert_eq!(ours.len(), back.len());
+            for (m, v) in ours {
+                let w = find(back, *m).unwrap();
+                assert_eq!(v.len(), w.len());
+                for (p, x) in v {
+                    let y = find_n(w, *p).unwrap();
+                    assert_eq!((x.per_sec, x.min, x.max), (y.per_sec, y.min, y.max));
+                    assert_eq!(x.fairness, y.fairness);
+                    assert_eq!(x.gap.samples, y.gap.samples);
+                    assert_eq!(x.wait, y.wait);
+                }
+            }
+        }
+        let (k, v) = &b.mixed[0];
+        assert_eq!(*k, Mix::LockCtl);
+        let x = find_n(v, 8).unwrap();
+        let want = find_n(&r.mixed[0].1, 8).unwrap();
+        assert_eq!(x.pollers.wait, want.pollers.wait);
+        assert_eq!(x.blockers.tp.min, want.blockers.tp.min);
+        assert_eq!(x.pollers.procs, 4);
+        assert_eq!(x.per_sec, want.per_sec);
+        assert_eq!(x.fairness, want.fairness);
+        let (pat, v) = &b.smc[0];
+        assert_eq!(*pat, Pattern::Poll1ms);
+        assert_eq!(
+            find_n(v, 32).unwrap().rtt,
+            find_n(&r.smc[0].1, 32).unwrap().rtt
+        );
+        assert_eq!(find_n(v, 32).unwrap().errors, 0);
+        for bad in [
+            "busy poll_1ms 2 1",
+            "uncontended nothing 1 2 3",
+            "busy poll_1ms 2 1 2 3 4 5 6 7",
+            "busy poll_1ms 2 1 2 3 4 5 6 bad",
+            "mixed nothing 2 1 1 1 1 0: 1 1 1 1 0:",
+            "smc poll_1ms 1 1 1 1 0",
+        ] {
+            assert!(Baseline::parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
