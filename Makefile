@@ -12,7 +12,8 @@
 #   make check           every test layer, ending with "N passed, N failed"
 #   make stress          the reliability suites at stress size (debug
 #                        kernel), ending with a table of figures
-#   make vm              boot the test VM with the module loaded
+#   make vm              boot the test VM with the module loaded: a shell
+#                        that starts with a tour (no terminal: the demo)
 #   make bench           benchmarks (Debian's kernel; TTKMD_KO= adds tt-kmd; figures as SVG)
 #   make kcsan           every scenario on the KCSAN (data-race) kernel
 #

@@ -47,6 +47,7 @@ use kernel::{
     mm::virt::VmaNew,
     module::this_module,
     prelude::*,
+    seq_file::SeqFile,
     sync::Arc,
     types::{
         ForeignOwnable,
@@ -95,6 +96,13 @@ pub(crate) trait FileOperations: Send + Sync + Sized + 'static {
         _table: &PollTable<'_>,
     ) -> u32 {
         poll_events::DEFAULT
+    }
+
+    /// Writes what the file holds to `/proc/PID/fdinfo/FD`, after the
+    /// lines the VFS writes for every file, as `key:\tvalue` lines (the
+    /// style of DRM's fdinfo). Runs in the reader's context, with a
+    /// reference on the file. Nothing unless implemented.
+    fn show_fdinfo(_data: <Self::Ptr as ForeignOwnable>::Borrowed<'_>, _m: &SeqFile, _file: &File) {
     }
 
     /// Handles `ioctl(2)`. 32-bit callers reach it too, through
@@ -466,6 +474,31 @@ impl<T: FileOperations> CharDevice<T> {
 
     /// # Safety
     ///
+    /// Called by procfs for an open file of this type (`seq_show` in
+    /// `fs/proc/fd.c`), with a reference on the file and a `seq_file` that
+    /// only this call writes to for its duration.
+    ///
+    /// (`kernel::miscdevice::MiscDevice` has `show_fdinfo`; once misc
+    /// devices can have a class, a parent and attribute groups, or the
+    /// `kernel` crate has a character device with file operations, this
+    /// wrapper can go.)
+    unsafe extern "C" fn show_fdinfo(m: *mut bindings::seq_file, file: *mut bindings::file) {
+        // SAFETY: Between `open` and `release` the private data is the value
+        // `open` made with `into_foreign`; the reference procfs holds on
+        // the file keeps `release` from running during this call.
+        let data = unsafe { T::Ptr::borrow((*file).private_data.cast()) };
+        // SAFETY: The file is valid for the duration of this call and has no
+        // active `fdget_pos` region on this thread (procfs took a plain
+        // reference with `get_file`).
+        let rust_file = unsafe { File::from_raw_file(file) };
+        // SAFETY: procfs passes the reader's `seq_file`, valid and written
+        // by nobody else until this call returns.
+        let m = unsafe { SeqFile::from_raw(m) };
+        T::show_fdinfo(data, m, rust_file);
+    }
+
+    /// # Safety
+    ///
     /// Called by the VFS for an open file of this type and a VMA being set
     /// up by `mmap(2)` on it.
     unsafe extern "C" fn mmap(
@@ -587,6 +620,7 @@ impl<T: FileOperations> CharDevice<T> {
         unlocked_ioctl: Some(Self::ioctl),
         poll: Some(Self::poll),
         mmap: Some(Self::mmap),
+        show_fdinfo: Some(Self::show_fdinfo),
         // The commands have one layout for 32 and 64-bit callers, so only
         // the pointer needs converting.
         #[cfg(CONFIG_COMPAT)]

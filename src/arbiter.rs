@@ -119,6 +119,14 @@ fn indices(mut mask: LockMask) -> impl Iterator<Item = usize> {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct OwnerId(u64);
 
+impl OwnerId {
+    /// The number of the owner, unique on its card (ids only grow), as the
+    /// file's fdinfo shows it.
+    pub(crate) fn number(self) -> u64 {
+        self.0
+    }
+}
+
 /// Which owners a reset of the card fenced (RESET_DEVICE, src/reset.rs):
 /// every owner that existed when the last reset began, but the one that
 /// reset it. Owner ids only grow, so this is two numbers, and a later reset
@@ -325,6 +333,15 @@ pub(crate) struct LockInfo {
     /// Number of queued waiters wanting this lock.
     pub(crate) waiters: u32,
     pub(crate) stats: LockStats,
+}
+
+/// The locks of one owner ([`Arbiter::holdings`]): `(index, nanoseconds)`
+/// pairs, lowest index first.
+pub(crate) struct OwnerLocks {
+    /// Held, and for how long.
+    pub(crate) held: KVec<(usize, u64)>,
+    /// Wanted by a queued request, and for how long it has waited.
+    pub(crate) waiting: KVec<(usize, u64)>,
 }
 
 /// The holder of a lock. Its file's [`Owner`] is not kept: whatever
@@ -739,6 +756,48 @@ impl Arbiter {
             queue.push((waiter.who.pid_for_caller(), waiter.mask), GFP_KERNEL)?;
         }
         Ok(queue)
+    }
+
+    /// What `owner` holds and waits for, for its file's fdinfo
+    /// (src/fdinfo.rs): each lock it holds with how long, and each lock its
+    /// queued requests want with how long the oldest of them has waited,
+    /// lowest index first. As sysfs counts waiters, a poller's place (a
+    /// failed try) is not a wait; a stopped call's place is.
+    pub(crate) fn holdings(&self, owner: &Owner) -> Result<OwnerLocks> {
+        let state = self.state.lock();
+        let now = monotonic_ns();
+        let mut locks = OwnerLocks {
+            held: KVec::new(),
+            waiting: KVec::new(),
+        };
+        for i in indices(state.held_by(owner)) {
+            let since = state.slots[i].holder.as_ref().map_or(now, |h| h.since_ns);
+            let ns = u64::try_from(now - since).unwrap_or(0);
+            locks.held.push((i, ns), GFP_KERNEL)?;
+        }
+        // One pass, the queue being in arrival order: the first request of
+        // the file found for a lock has waited longest for it.
+        let mut seen: LockMask = 0;
+        let mut found = KVec::new();
+        let mine = state
+            .queue
+            .iter()
+            .filter(|w| w.owner.id == owner.id && w.lease.access(&state).is_none());
+        for w in mine {
+            let ns = u64::try_from(now - w.queued_ns).unwrap_or(0);
+            for i in indices(w.mask & !seen) {
+                found.push((i, ns), GFP_KERNEL)?;
+            }
+            seen |= w.mask;
+        }
+        drop(state);
+        // Lowest index first (at most 64 of them).
+        for i in indices(seen) {
+            if let Some(&entry) = found.iter().find(|(j, _)| *j == i) {
+                locks.waiting.push(entry, GFP_KERNEL)?;
+            }
+        }
+        Ok(locks)
     }
 
     /// The card is being reset by file `survivor`: every other file now

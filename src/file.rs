@@ -100,6 +100,7 @@ use kernel::{
     },
     mm::virt::VmaNew,
     prelude::*,
+    seq_file::SeqFile,
     sync::Arc,
     uaccess::{
         UserPtr,
@@ -250,6 +251,11 @@ impl FileOperations for Card {
             events |= poll_events::EPOLLHUP | poll_events::EPOLLERR;
         }
         events
+    }
+
+    /// What the file holds (src/fdinfo.rs).
+    fn show_fdinfo(open: &OpenFile, m: &SeqFile, _file: &File) {
+        crate::fdinfo::show(m, &open.card, &open.owner, open.exclusive);
     }
 
     fn shared_mapping(card: &Arc<Card>) -> Option<&SharedMapping> {

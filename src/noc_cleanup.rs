@@ -90,6 +90,12 @@ impl NocCleanups {
         Ok(())
     }
 
+    /// The cleanup file `owner` registered, if any.
+    pub(crate) fn of(&self, owner: OwnerId) -> Option<NocCleanup> {
+        let entries = self.entries.lock();
+        entries.iter().find(|(o, _)| *o == owner).map(|(_, c)| *c)
+    }
+
     /// Takes the cleanup of file `owner`, which is being released.
     pub(crate) fn take(&self, owner: OwnerId) -> Option<NocCleanup> {
         let mut entries = self.entries.lock();

@@ -116,7 +116,7 @@ impl PowerVote {
         u32::from(self.validity & 0xF)
     }
 
-    fn setting_count(&self) -> u8 {
+    pub(crate) fn setting_count(&self) -> u8 {
         self.validity >> 4
     }
 
@@ -385,6 +385,17 @@ impl CardPower {
             voters: votes.voters.len(),
             powerdown_pending: votes.powerdown_at.is_some(),
         }
+    }
+
+    /// The vote of the file `owner`, for its fdinfo; `None` once it is
+    /// released.
+    pub(crate) fn vote_of(&self, owner: OwnerId) -> Option<PowerVote> {
+        let votes = self.votes.lock();
+        votes
+            .voters
+            .iter()
+            .find(|v| v.owner == owner)
+            .map(|v| v.vote)
     }
 
     /// The votes of up to `max` files, in opening order, with pids in the

@@ -136,6 +136,16 @@ impl Message {
     fn is_in_flight(&self) -> bool {
         self.sent_ns.is_some() && self.outcome.is_none()
     }
+
+    /// `queued`, `sent` or `done` (waiting to be collected), as sysfs and
+    /// fdinfo show it.
+    fn state(&self) -> &'static str {
+        match (self.sent_ns, self.outcome) {
+            (_, Some(_)) => "done",
+            (Some(_), None) => "sent",
+            (None, None) => "queued",
+        }
+    }
 }
 
 /// What sysfs shows of the queue's history.
@@ -662,6 +672,16 @@ impl SmcQueue {
         self.ready.notify_all();
     }
 
+    /// The message of the file `owner`, from its post until it collects
+    /// it, for the file's fdinfo: its type (the low byte of its first
+    /// word), its state (`queued`, `sent` or `done`) and its age.
+    pub(crate) fn message_of(&self, owner: OwnerId) -> Option<(u8, &'static str, i64)> {
+        let now = monotonic_ns();
+        let state = self.state.lock();
+        let m = &state.messages[state.position(Sender::File(owner))?];
+        Some((m.request[0] as u8, m.state(), now - m.posted_ns))
+    }
+
     /// The outstanding messages, oldest first, and the counters.
     pub(crate) fn view(&self) -> Result<(KVec<MessageInfo>, Counters, u32)> {
         let now = monotonic_ns();
@@ -684,11 +704,7 @@ impl SmcQueue {
                     },
                     code: m.request[0] as u8,
                     age_ns: now - m.posted_ns,
-                    state: match (m.sent_ns, m.outcome) {
-                        (_, Some(_)) => "done",
-                        (Some(_), None) => "sent",
-                        (None, None) => "queued",
-                    },
+                    state: m.state(),
                 },
                 GFP_KERNEL,
             )?;

@@ -21,6 +21,7 @@ mod debugfs;
 mod dma;
 mod driver;
 mod export;
+mod fdinfo;
 mod fifo;
 mod file;
 mod iatu;

@@ -811,4 +811,39 @@ mod tests {
         assert_eq!(stats.spurious_wakeups, 0);
         Ok(())
     }
+
+    #[test]
+    fn holdings_name_held_and_awaited_locks_but_not_poll_places() -> Result {
+        // x holds 9 and 5; y waits for the set {40, 5}; z waits for 9; p's
+        // failed try of 9 leaves a poll place, which is not a wait.
+        let a = new_arbiter()?;
+        let (x, y, z, p) = (owner(&a), owner(&a), owner(&a), owner(&a));
+        take(&a, &x, bit(9) | bit(5)).map_err(|_| EINVAL)?;
+        let _set = queue(&a, &y, bit(40) | bit(5))?;
+        let _nine = queue(&a, &z, bit(9))?;
+        assert!(matches!(
+            take(&a, &p, bit(9)),
+            Err(AcquireError::Busy { .. })
+        ));
+        let index = |v: &KVec<(usize, u64)>| -> KVec<usize> {
+            let mut out = KVec::new();
+            for (i, _) in v.iter() {
+                assert!(out.push(*i, GFP_KERNEL).is_ok());
+            }
+            out
+        };
+        let hx = a.holdings(&x)?;
+        assert_eq!(&index(&hx.held)[..], &[5, 9]);
+        assert!(hx.waiting.is_empty());
+        let hy = a.holdings(&y)?;
+        assert!(hy.held.is_empty());
+        assert_eq!(&index(&hy.waiting)[..], &[5, 40]);
+        assert_eq!(&index(&a.holdings(&z)?.waiting)[..], &[9]);
+        let hp = a.holdings(&p)?;
+        assert!(hp.held.is_empty() && hp.waiting.is_empty());
+        for o in [&x, &y, &z, &p] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
 }

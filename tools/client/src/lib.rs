@@ -12,6 +12,8 @@
 //! - [`Device::enumerate`]: the cards, found the way the ecosystem finds
 //!   them (`/dev/tenstorrent/N` cross-checked with sysfs).
 //! - [`locks`]: the well-known lock indices (`ARC_MSG`, `ETH00`, ...).
+//! - [`fdinfo`]: what each open file of a card holds, from
+//!   `/proc/PID/fdinfo/FD`, and every process's card files ([`fdinfo::scan`]).
 //! - [`Error`]: failures as a typed enum (`Busy { holder_pid }`,
 //!   `Timeout { holder_pid }`, `Interrupted`, `DeviceGone`, ...).
 //!
@@ -41,6 +43,7 @@
 pub mod abi;
 mod device;
 mod error;
+pub mod fdinfo;
 pub mod resources;
 pub mod sysfs;
 mod wait;

@@ -5,7 +5,11 @@
 //! ioctl-test list           names of the scenarios, in run order
 //! ioctl-test run [FILTER]   runs the scenarios whose name contains FILTER, prints TAP,
 //!                           exits 1 if any failed
+//! ioctl-test smc CARD CODE ARG     posts a firmware message, prints its answer
+//! ioctl-test control CARD CMD...   one line to card CARD's emulator
 //! ```
+//!
+//! `smc` and `control` are for `make vm`'s demo (tools/vm/demo).
 //!
 //! Environment (set by the VM harness, tools/vm/init): TT_CARDS (emulated or
 //! legacy), TT_CARDn_BDF and TT_CARDn_ID (PCI address and vendor:device of
@@ -14,6 +18,7 @@
 //! process).
 
 mod card;
+mod demo;
 mod harness;
 #[macro_use]
 mod util;
@@ -25,7 +30,9 @@ use std::process::ExitCode;
 use tt_arbiter::{abi, Device};
 
 fn usage() -> ExitCode {
-    eprintln!("usage: ioctl-test info [DEV] | list | run [FILTER]");
+    eprintln!(
+        "usage: ioctl-test info [DEV] | list | run [FILTER] | smc CARD CODE ARG | control CARD CMD..."
+    );
     ExitCode::from(2)
 }
 
@@ -42,6 +49,8 @@ fn main() -> ExitCode {
         ["run", filter] => exit(harness::run(scenarios::ALL, filter)),
         ["info"] => info(None),
         ["info", dev] => info(Some(dev)),
+        ["smc", card, code, arg] => demo::smc(card, code, arg),
+        ["control", card, ref words @ ..] if !words.is_empty() => demo::control(card, words),
         _ => usage(),
     }
 }

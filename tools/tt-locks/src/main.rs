@@ -24,9 +24,11 @@ usage:
       Every card (or DEVICE: an index N or /dev/tenstorrent/N): the locks
       that are held or waited for, with the holder's pid and comm, how long
       it has been held, the number of waiters and how often a holder died
-      holding it; one summary line per card. Reads sysfs only: works without
-      access to the device. Pids are those of this pid namespace; '?' is a
-      holder not visible here.
+      holding it; one summary line per card; then who waits for which lock
+      and for how long (pid, comm), from the waiting processes'
+      /proc/PID/fdinfo (every process's as root, your own otherwise). Reads
+      sysfs and procfs only: works without access to the device. Pids are
+      those of this pid namespace; '?' is a holder not visible here.
   tt-locks watch [DEVICE] [--interval DURATION] [--count N]
       The status table, refreshed every DURATION (default 1s) until Ctrl-C,
       or N times.

@@ -1,11 +1,14 @@
 //! The status table, built from sysfs and procfs: readable without access
-//! to the devices. Per card the locks, then what else its files hold: the
-//! exclusive open, the power votes, the TLB windows.
+//! to the devices. Per card the locks, then who waits for them (from the
+//! waiting processes' fdinfo), then what else its files hold: the exclusive
+//! open, the power votes, the TLB windows.
 
 use std::fmt::Write;
+use std::time::Duration;
 
+use tt_arbiter::fdinfo::{self, FdInfo};
 use tt_arbiter::resources::{self, Exclusive, PowerState, PowerVote, WindowLine};
-use tt_arbiter::sysfs::{self, format_duration, LockLine};
+use tt_arbiter::sysfs::{self, format_duration, parse_lock, LockLine};
 use tt_arbiter::DEV_DIR;
 
 /// What a card's files hold besides locks; `None` where the view could not
@@ -27,9 +30,69 @@ impl Resources {
     }
 }
 
+/// A process waiting for a lock, as the waiters' table shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    pub pid: u32,
+    pub comm: String,
+    pub lock: String,
+    pub waited: Duration,
+}
+
+/// The waiters of card `card` among the open files `files` (one row per
+/// open file and lock, whatever number of descriptors share the file),
+/// lock by lock, the longest waiting first; `comm` names a pid.
+pub fn waiting_of(card: u32, files: &[FdInfo], comm: impl Fn(u32) -> String) -> Vec<Waiting> {
+    let mut seen = Vec::new();
+    let mut rows = Vec::new();
+    for f in files.iter().filter(|f| f.card == card) {
+        if seen.contains(&f.client_id) {
+            continue;
+        }
+        seen.push(f.client_id);
+        for (lock, waited) in &f.waiting {
+            rows.push(Waiting {
+                pid: f.pid,
+                comm: comm(f.pid),
+                lock: lock.clone(),
+                waited: *waited,
+            });
+        }
+    }
+    rows.sort_by_key(|w| (parse_lock(&w.lock), std::cmp::Reverse(w.waited)));
+    rows
+}
+
+/// The waiters' table under a card's locks; a note when processes that
+/// could not be inspected may hide some (`hidden`).
+pub fn render_waiting(rows: &[Waiting], hidden: bool) -> String {
+    let mut out = String::new();
+    if !rows.is_empty() {
+        let cells: Vec<[String; 4]> = rows
+            .iter()
+            .map(|w| {
+                [
+                    w.lock.clone(),
+                    w.pid.to_string(),
+                    w.comm.clone(),
+                    format_duration(w.waited),
+                ]
+            })
+            .collect();
+        out += &table(&["WAITING-FOR", "PID", "COMM", "WAITED"], &cells);
+    }
+    if hidden {
+        out += "  (waiters in processes this user may not inspect are not listed: run as root)\n";
+    }
+    out
+}
+
 /// The table of `cards`, one block per card.
 pub fn render(cards: &[u32]) -> String {
     let mut out = String::new();
+    // Who waits is in the waiting processes' fdinfo (the lock lines only
+    // count them).
+    let scan = fdinfo::scan().unwrap_or_default();
     for &card in cards {
         let bdf = std::fs::read_link(sysfs::class_dir(card).join("device"))
             .ok()
@@ -38,6 +101,12 @@ pub fn render(cards: &[u32]) -> String {
         match sysfs::read_locks(card) {
             Ok(locks) => {
                 out += &render_card(card, bdf.as_deref(), open_files, &locks);
+                let waiters = locks.iter().any(|l| l.waiters > 0);
+                let rows = waiting_of(card, &scan.files, |pid| {
+                    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"));
+                    comm.unwrap_or_default().trim_end().to_string()
+                });
+                out += &render_waiting(&rows, waiters && scan.unreadable > 0);
                 out += &render_resources(&Resources::read(card));
             }
             Err(e) => {
@@ -293,6 +362,40 @@ mod tests {
   (? = holder not visible in this pid namespace, or exited)
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn waiters_table() {
+        let file = |pid, id, card, waiting: &[(&str, u64)]| FdInfo {
+            pid,
+            card,
+            client_id: id,
+            waiting: waiting
+                .iter()
+                .map(|(l, ms)| (l.to_string(), Duration::from_millis(*ms)))
+                .collect(),
+            ..FdInfo::default()
+        };
+        let files = [
+            file(5, 1, 0, &[("NON_MMIO", 100)]),
+            file(6, 2, 0, &[("ARC_MSG", 2500), ("NON_MMIO", 3000)]),
+            // The same open file through another process: shown once.
+            file(7, 2, 0, &[("ARC_MSG", 2500), ("NON_MMIO", 3000)]),
+            file(8, 1, 1, &[("ARC_MSG", 1)]),
+        ];
+        let rows = waiting_of(0, &files, |pid| format!("job{pid}"));
+        let who: Vec<(&str, u32)> = rows.iter().map(|w| (w.lock.as_str(), w.pid)).collect();
+        assert_eq!(who, [("ARC_MSG", 6), ("NON_MMIO", 6), ("NON_MMIO", 5)]);
+        let text = render_waiting(&rows[..1], true);
+        let expected = [
+            "  WAITING-FOR PID COMM WAITED",
+            "  ARC_MSG     6   job6 2.5s",
+            "  (waiters in processes this user may not inspect are not listed: run as root)",
+            "",
+        ]
+        .join("\n");
+        assert_eq!(text, expected);
+        assert_eq!(render_waiting(&[], false), "");
     }
 
     #[test]

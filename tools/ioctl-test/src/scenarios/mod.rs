@@ -112,6 +112,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "view/concurrent_readers_during_stress" => view::concurrent_readers_during_stress, 300;
     "view/tt_locks_cli" => view::tt_locks_cli, 120;
     "view/tt_locks_metrics" => view::tt_locks_metrics, 120;
+    "view/fdinfo_holdings_key_by_key" => view::fdinfo_holdings_key_by_key;
     "reliability/corpus_replay" => reliability::corpus_replay, 120;
     "reliability/fuzz_ioctls" => reliability::fuzz_ioctls, 900;
     "reliability/fuzz_mmaps" => reliability::fuzz_mmaps, 900;

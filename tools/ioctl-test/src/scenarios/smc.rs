@@ -30,7 +30,7 @@ fn smc(dev: &impl AsRawFd, flags: u32, message: [u32; 8]) -> (io::Result<i32>, [
     (r, arg.message)
 }
 
-fn post(dev: &impl AsRawFd, code: u32, arg: u32) -> io::Result<i32> {
+pub(super) fn post(dev: &impl AsRawFd, code: u32, arg: u32) -> io::Result<i32> {
     smc(dev, abi::SMC_MSG_POST, [code, arg, 0, 0, 0, 0, 0, 0]).0
 }
 
@@ -44,7 +44,7 @@ fn abandon(dev: &impl AsRawFd) -> io::Result<i32> {
 
 /// POLL until the message is done, as tt-kmd's own test does (sleeping
 /// 1 ms between tries); PATIENCE only detects a hang.
-fn poll_done(dev: &impl AsRawFd) -> Result<(io::Result<i32>, [u32; 8]), String> {
+pub(super) fn poll_done(dev: &impl AsRawFd) -> Result<(io::Result<i32>, [u32; 8]), String> {
     let start = Instant::now();
     loop {
         let (r, m) = poll_once(dev);
@@ -83,10 +83,10 @@ fn smc_wait(dev: &impl AsRawFd, flags: u32, deadline_ns: u64) -> (io::Result<i32
 
 /// Sets card `n`'s per-message deadline (debugfs `smc_timeout_ms`) and
 /// puts the default back when dropped.
-struct Timeout(u32);
+pub(super) struct Timeout(u32);
 
 impl Timeout {
-    fn set(n: u32, ms: u32) -> Result<Timeout, String> {
+    pub(super) fn set(n: u32, ms: u32) -> Result<Timeout, String> {
         sysfs_write(&timeout_path(n), &ms.to_string())?;
         Ok(Timeout(n))
     }
@@ -103,16 +103,16 @@ fn timeout_path(n: u32) -> String {
 }
 
 /// The card's firmware stops answering until dropped.
-struct Hung(Control);
+pub(super) struct Hung(Control);
 
 impl Hung {
-    fn new(n: usize) -> Result<Hung, String> {
+    pub(super) fn new(n: usize) -> Result<Hung, String> {
         let mut control = Control::open(n)?;
         control.command("arc-hang")?;
         Ok(Hung(control))
     }
 
-    fn resume(mut self) -> TestResult {
+    pub(super) fn resume(mut self) -> TestResult {
         self.0.command("arc-resume").map(|_| ())
     }
 }
