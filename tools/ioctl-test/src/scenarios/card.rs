@@ -495,6 +495,15 @@ pub fn vanish_reads_all_ones() -> TestResult {
         };
         w.aim(&a);
         w.write32(&a, 0x4000, 0x1234_5678);
+        // The write is posted, and the emulator's control socket is another
+        // path than QEMU's to the card: read it back so that it has reached
+        // the card before the card vanishes (else a loaded host may deliver
+        // it while the card is gone, and it is dropped).
+        ensure_eq!(
+            w.read32(&a, 0x4000),
+            0x1234_5678,
+            "card {n}: memory before it vanishes"
+        );
         let mut control = Control::open(n)?;
         control.command("vanish")?;
         let gone = (w.read32(&a, 0x4000), w.bar0.read32(0x1FC0_0000));
