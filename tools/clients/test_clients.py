@@ -251,6 +251,27 @@ print("@again", d.noc_read32(x, y, addr))
 
 BH = 1
 ARC_MSG = 16  # UMD's KmdMutex index for ARC_MSG, this driver's name for it
+UMD_QUEUE = 3  # tt-umd's Blackhole message queue (APPLICATION)
+BH_ARC = (8, 0)  # the Blackhole ARC tile
+BH_QUEUE_CONTROL = 0x8003042C  # SCRATCH_RAM[11]: where the queue control block is
+
+
+def drop_stale_answers(card, index):
+    """Blackhole message queue `index` as a client that lost track finds
+    it: answers the firmware wrote that no sender took out (a sender
+    killed while waiting, its answer then taken by the next sender as
+    its own, and so on). Takes them out from the card's side, as the
+    queue's host reader would, so the next sender gets its own; returns
+    how many there were."""
+    ensure(card == BH, "only Blackhole's queues are shared with tt-umd")
+    x, y = BH_ARC
+    control_block = tile_word(card, x, y, BH_QUEUE_CONTROL)
+    base = tile_word(card, x, y, control_block)
+    entries = tile_word(card, x, y, control_block + 4) & 0xFF
+    queue = base + index * (32 + 2 * entries * 32)
+    read_ptr, write_ptr = tile_word(card, x, y, queue + 4), tile_word(card, x, y, queue + 0x14)
+    set_tile_word(card, x, y, queue + 4, write_ptr)
+    return (write_ptr - read_ptr) % (2 * entries)
 
 
 class Talker:
@@ -266,8 +287,9 @@ class Talker:
         self.pid = self.proc.pid
         self.out = b""
 
-    def wait_output(self, text, what):
-        """Reads until `text` has appeared in the output."""
+    def wait_output(self, text, what, or_exit=False):
+        """Reads until `text` has appeared in the output (True), or with
+        `or_exit`, until the tool exits without printing it (False)."""
         end = time.monotonic() + PATIENCE
         fd = self.proc.stdout.fileno()
         while text.encode() not in self.out:
@@ -277,9 +299,11 @@ class Talker:
                 chunk = os.read(fd, 4096)
                 if not chunk:
                     status = self.proc.wait()
+                    if or_exit:
+                        return False
                     raise Failure("%s: exited (%s) before printing %r; output:\n%s" % (what, status, text, self.text()[-3000:]))
                 self.out += chunk
-        return self.text()
+        return True if or_exit else self.text()
 
     def drain(self):
         """What it printed so far, without waiting for more."""
@@ -363,6 +387,195 @@ print("done")
     out = second.finish("second UMD's ARC message")
     ensure("done" in out, "second UMD: %r" % out[-2000:])
     wait_for(lambda: lock_line(BH, ARC_MSG)["held"] == "0", "ARC_MSG free after the second UMD")
+    # The killed UMD's request was answered too, and nobody took that
+    # answer out: the second UMD took it for its own, leaving its own
+    # answer for the next UMD message on that queue.
+    note("stale answers left in tt-umd's queue by the killed UMD, dropped: %d" % drop_stale_answers(BH, UMD_QUEUE))
+
+
+# ---- tt-umd's ARC messages and SMC_MSG at once -------------------------------------------
+
+TEST = 0x90  # the firmware's TEST message: answers its argument plus one
+# Where each sender's TEST messages must reach the firmware (the emulator's
+# `arc-tests` names): tt-umd 0.9.12 sends Blackhole messages through queue 3
+# (its BlackholeArcMessageQueueIndex::APPLICATION) and Wormhole ones through
+# the scratch-register mailbox (SCRATCH[5], WormholeArcMessenger); the
+# driver's SMC_MSG queue is queue 0 on both chips.
+UMD_CHANNEL = {0: "mailbox5", 1: "queue3"}
+DRIVER_CHANNEL = "queue0"
+
+# The arguments each side sends: its message #i carries a value no other
+# message of either side carries (a bijection of i, in a range per side),
+# so any answer received names the message it belongs to.
+COEXIST_VALUES = """
+def umd_value(i):
+    return 0x7E000000 | ((i >> 16) & 0xFF) << 16 | ((i * 40503 + 12345) & 0xFFFF)
+
+def smc_value(i):
+    return 0x5A000000 | ((i * 40503 + 999) & 0xFFFFFF)
+"""
+exec(COEXIST_VALUES)
+
+# tt-umd's TEST messages in a loop, from the moment it reads "go" until it
+# reads a second line (honoured once it has sent `least`), each answer
+# checked. A message that raises ends the loop (a hang or a lost message:
+# the rest would only wait as long again).
+UMD_TEST_LOOP = """
+import json, select, sys, tt_umd
+%(values)s
+n, wormhole, least = %(card)d, %(wormhole)s, %(least)d
+d = tt_umd.TTDevice.create(n)
+d.init_tt_device()
+print("ready")
+sys.stdin.readline()
+sent, wrong, error = 0, [], None
+while True:
+    v = umd_value(sent)
+    # Wormhole's mailbox takes two 16-bit arguments, answering their
+    # packed value plus one; Blackhole's queue one word.
+    args = [v & 0xFFFF, v >> 16] if wormhole else [v]
+    try:
+        exit_code, ret0, ret1 = d.arc_msg(0x90, True, args, 30000)
+    except Exception as e:
+        error = [sent, repr(e), None]
+        break
+    if exit_code != 0 or ret0 != v + 1:
+        wrong.append([sent, exit_code, ret0, ret1])
+    sent += 1
+    if sent == least:
+        print("reached")
+    if sent >= least and select.select([sys.stdin], [], [], 0)[0]:
+        break
+print("@umd", json.dumps({"sent": sent, "wrong": wrong[:10], "wrong_count": len(wrong), "error": error}))
+"""
+
+# The same through SMC_MSG (tt-kmd 2.11, nr 17): POST, then SMC_WAIT with a
+# deadline far enough to be only a hang detector.
+SMC_MSG = 0xFA11  # _IO(0xFA, 17)
+SMC_WAIT = 0xC038FA45  # _IOWR(0xFA, 0x45, struct tenstorrent_smc_wait)
+SMC_TEST_LOOP = """
+import fcntl, json, os, select, struct, sys, time
+%(values)s
+n, least = %(card)d, %(least)d
+sysfs = "/sys/class/tenstorrent/tenstorrent!%%d/smc/" %% n
+fd = os.open("/dev/tenstorrent/%%d" %% n, os.O_RDWR)
+print("ready")
+sys.stdin.readline()
+sent, wrong, error = 0, [], None
+def view():
+    return {f: open(sysfs + f).read().strip() for f in ("queue", "counters")}
+while True:
+    v = smc_value(sent)
+    try:
+        fcntl.ioctl(fd, %(post)d, struct.pack("<12I", 48, 1, 0, 0, 0x90, v, 0, 0, 0, 0, 0, 0))
+    except OSError as e:
+        error = [sent, "POST: %%s (the view then: %%s)" %% (os.strerror(e.errno), view()), None]
+        break
+    deadline = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + 60 * 10**9
+    buf = bytearray(struct.pack("<IIQII8I", 56, 2, deadline, 0, 0, *([0] * 8)))
+    try:
+        fcntl.ioctl(fd, %(wait)d, buf, True)
+    except OSError as e:
+        done = struct.unpack_from("<I", buf, 16)[0]
+        error = [sent, "SMC_WAIT: %%s (out_flags %%d; the view then: %%s)" %% (os.strerror(e.errno), done, view()),
+                 list(struct.unpack_from("<3I", buf, 24))]
+        break
+    m = struct.unpack_from("<8I", buf, 24)
+    if m[0] != 0 or m[1] != v + 1:
+        wrong.append([sent, m[0], m[1], m[2]])
+    sent += 1
+    if sent == least:
+        print("reached")
+    if sent >= least and select.select([sys.stdin], [], [], 0)[0]:
+        break
+print("@smc", json.dumps({"sent": sent, "wrong": wrong[:10], "wrong_count": len(wrong), "error": error}))
+"""
+
+
+def arc_tests(card):
+    """TEST messages the card's firmware answered, per channel."""
+    return {k: int(v) for k, v in fields(control(card, "arc-tests")).items()}
+
+
+def whose(value, umd_sent, smc_sent):
+    """What a received answer is, in words."""
+    for i in range(umd_sent + 1):
+        if value == umd_value(i) + 1:
+            return "the answer to tt-umd's TEST #%d" % i
+        if value == umd_value(i):
+            return "tt-umd's own argument #%d, unanswered (a request slot or an echo)" % i
+    for i in range(smc_sent + 1):
+        if value == smc_value(i) + 1:
+            return "the answer to the SMC_MSG client's TEST #%d" % i
+        if value == smc_value(i):
+            return "the SMC_MSG client's own argument #%d, unanswered" % i
+    return "no message's answer"
+
+
+def test_umd_and_smc_msg_coexist():
+    """tt-umd's ARC messages (TEST, from Python, in a loop) and SMC_MSG's on the same card at once, each chip: every answer is its sender's, and the firmware saw tt-umd's on tt-umd's channel and SMC_MSG's on the driver's queue."""
+    least = 40  # messages of each side, each sent while the other side runs
+    for n in CARDS:
+        wormhole = n == 0
+        values = {"values": COEXIST_VALUES, "card": n, "least": least}
+        if n == BH:
+            # Whatever an earlier client left (the kill of a UMD waiting for
+            # an answer, umd/kmd_mutex_across_processes) would make each of
+            # tt-umd's answers the one before it.
+            stale = drop_stale_answers(n, UMD_QUEUE)
+            if stale:
+                note("card %d: %d stale answers dropped from tt-umd's queue first" % (n, stale))
+        umd = smc = None
+        try:
+            umd = Talker(UMD_TEST_LOOP % dict(values, wormhole=wormhole))
+            smc = Talker(SMC_TEST_LOOP % dict(values, post=SMC_MSG, wait=SMC_WAIT))
+            umd.wait_output("ready", "card %d tt-umd" % n)
+            smc.wait_output("ready", "card %d SMC_MSG client" % n)
+            before = arc_tests(n)
+            umd.go()
+            smc.go()
+            # Each side goes on until both have sent `least`: every message
+            # of either is sent while the other is still sending. A side
+            # that fails stops at once; the other is then stopped too.
+            for t, what in ((umd, "tt-umd"), (smc, "the SMC_MSG client")):
+                t.wait_output("reached", "card %d %s's TEST loop" % (n, what), or_exit=True)
+            for t in (umd, smc):
+                try:
+                    t.go()
+                except BrokenPipeError:
+                    pass  # it stopped by itself: its output says why
+            got_umd = json_lines(umd.finish("card %d tt-umd" % n))["@umd"]
+            got_smc = json_lines(smc.finish("card %d SMC_MSG client" % n))["@smc"]
+        finally:
+            for t in (umd, smc):
+                if t:
+                    t.kill()
+        after = arc_tests(n)
+        delta = {k: after[k] - before.get(k, 0) for k in after}
+        umd_sent, smc_sent = got_umd["sent"], got_smc["sent"]
+        note("card %d: tt-umd sent %d TEST, the SMC_MSG client %d; the firmware answered %s"
+             % (n, umd_sent, smc_sent, " ".join("%s +%d" % kv for kv in sorted(delta.items()))))
+        problems = []
+        for side, got in (("tt-umd", got_umd), ("the SMC_MSG client", got_smc)):
+            if got["error"]:
+                i, text, words = got["error"]
+                problems.append("%s's TEST #%d failed: %s" % (side, i, text))
+                if words:
+                    problems.append("  with status %#x, value %#x (word 2 %#x) written back: %s"
+                                    % (words[0], words[1], words[2], whose(words[1], umd_sent, smc_sent)))
+            for i, status, value, extra in got["wrong"]:
+                sent = umd_value(i) if side == "tt-umd" else smc_value(i)
+                problems.append("%s's TEST #%d (argument %#x) was answered status %#x, value %#x (word 2 %#x): %s"
+                                % (side, i, sent, status, value, extra, whose(value, umd_sent, smc_sent)))
+            if got["wrong_count"] > len(got["wrong"]):
+                problems.append("%s: %d wrong answers in all" % (side, got["wrong_count"]))
+        want = {k: 0 for k in delta}
+        want[DRIVER_CHANNEL] = smc_sent
+        want[UMD_CHANNEL[n]] = umd_sent
+        if delta != want:
+            problems.append("card %d: the firmware answered TEST %s; expected %s (SMC_MSG on the driver's %s, tt-umd on its %s)"
+                            % (n, sorted(delta.items()), sorted(want.items()), DRIVER_CHANNEL, UMD_CHANNEL[n]))
+        ensure(not problems, "card %d (%s):\n%s" % (n, ARCH[n], "\n".join(problems)))
 
 
 # ---- tt-umd 0.9.14, what `pip install tt-umd` gives today ------------------------------
@@ -658,6 +871,7 @@ TESTS = [
     ("umd/tt_device_telemetry", test_umd_tt_device_telemetry),
     ("umd/tile_memory", test_umd_tile_memory),
     ("umd/kmd_mutex_across_processes", test_umd_kmd_mutex_across_processes),
+    ("umd/arc_messages_with_smc_msg", test_umd_and_smc_msg_coexist),
     ("umd-0.9.14/version_and_io", test_umd_next_version_and_io),
     ("umd-0.9.14/kmd_mutex_across_processes", test_umd_next_kmd_mutex_across_processes),
     ("tt-locks/sees_umd", test_tt_locks_sees_umd),

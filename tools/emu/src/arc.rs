@@ -203,7 +203,7 @@ pub struct ResetRequest {
 }
 
 /// How a message reached the firmware.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Channel {
     /// Wormhole mailbox: the `SCRATCH` register that held the code (5, or 2
     /// for luwen's second mailbox).
@@ -211,6 +211,17 @@ pub enum Channel {
     /// A message queue: Blackhole 0..3 (tt-kmd uses 0, luwen 2, tt-umd 3),
     /// Wormhole's single queue 0.
     Queue { index: u8 },
+}
+
+impl std::fmt::Display for Channel {
+    /// `queueN` or `mailboxN` (N: the queue's index, the mailbox's
+    /// message register), as the control socket names them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Channel::Queue { index } => write!(f, "queue{index}"),
+            Channel::Scratch { mailbox } => write!(f, "mailbox{mailbox}"),
+        }
+    }
 }
 
 /// One message the firmware processed.
@@ -384,6 +395,10 @@ pub struct ArcFirmware {
     /// so a test can tell a reset from a missing message.
     power_settings_received: u64,
     last_power_setting: Option<PowerSetting>,
+    /// TEST messages answered per channel since the emulator started
+    /// (kept across chip resets and never trimmed, unlike the log): which
+    /// channel each client really uses, for the coexistence tests.
+    tests_answered: BTreeMap<Channel, u64>,
     /// How long after its doorbell the firmware gets to the message
     /// queues (`arc-slow`), and when it will: a slow firmware answers on
     /// the first access after that time (nothing here sleeps).
@@ -417,6 +432,7 @@ impl ArcFirmware {
             log: Vec::new(),
             power_settings_received: 0,
             last_power_setting: None,
+            tests_answered: BTreeMap::new(),
             queue_latency: Duration::ZERO,
             queue_due: None,
         };
@@ -572,6 +588,30 @@ impl ArcFirmware {
     /// The messages processed so far (the newest 4096 at most).
     pub fn messages(&self) -> &[ArcMessage] {
         &self.log
+    }
+
+    /// How many TEST messages the firmware answered on each of its
+    /// channels since the emulator started, every channel of the arch
+    /// listed (Wormhole: its queue and both mailboxes; Blackhole: its four
+    /// queues), in that order.
+    pub fn tests_answered(&self) -> Vec<(Channel, u64)> {
+        let channels: &[Channel] = match self.arch {
+            Arch::Wormhole => &[
+                Channel::Queue { index: 0 },
+                Channel::Scratch { mailbox: 5 },
+                Channel::Scratch { mailbox: 2 },
+            ],
+            Arch::Blackhole => &[
+                Channel::Queue { index: 0 },
+                Channel::Queue { index: 1 },
+                Channel::Queue { index: 2 },
+                Channel::Queue { index: 3 },
+            ],
+        };
+        channels
+            .iter()
+            .map(|c| (*c, self.tests_answered.get(c).copied().unwrap_or(0)))
+            .collect()
     }
 
     /// How many power-setting messages arrived, and the last of them.
@@ -1032,6 +1072,9 @@ impl ArcFirmware {
     }
 
     fn record(&mut self, m: ArcMessage) {
+        if m.code == msg::TEST {
+            *self.tests_answered.entry(m.channel).or_insert(0) += 1;
+        }
         if self.log.len() >= LOG_LIMIT {
             self.log.drain(..LOG_LIMIT / 2);
         }
@@ -2055,6 +2098,44 @@ mod tests {
             let r = kmd_queue_send(&mut fw, [0x02, 0, 0, 0, 0, 0, 0, 0]).unwrap();
             assert_ne!(r[0], 0, "{arch:?} unknown type");
         }
+    }
+
+    /// TEST messages are counted per channel they came through, across a
+    /// chip reset: tt-kmd's queue 0, tt-umd's Blackhole queue 3 and
+    /// Wormhole mailbox (SCRATCH[5]); unknown types and other codes are
+    /// not counted.
+    #[test]
+    fn tests_are_counted_per_channel() {
+        let mut fw = ArcFirmware::new(WH);
+        kmd_queue_send(&mut fw, [0x90, 1, 0, 0, 0, 0, 0, 0]).unwrap();
+        assert_eq!(umd_wh_send(&mut fw, 0xAA90, &[5, 0]), (0, 6, 0));
+        assert_eq!(umd_wh_send(&mut fw, 0xAA90, &[7, 1]).1, 0x1_0008);
+        kmd_queue_send(&mut fw, [0x02, 1, 0, 0, 0, 0, 0, 0]).unwrap();
+        assert_eq!(kmd_wh_send(&mut fw, msg::NOP, 0, 0), Ok(0));
+        fw.reset();
+        kmd_queue_send(&mut fw, [0x90, 1, 0, 0, 0, 0, 0, 0]).unwrap();
+        let names: Vec<String> = fw
+            .tests_answered()
+            .iter()
+            .map(|(c, n)| format!("{c}={n}"))
+            .collect();
+        assert_eq!(names, ["queue0=2", "mailbox5=2", "mailbox2=0"]);
+
+        let mut fw = ArcFirmware::new(BH);
+        kmd_queue_send(&mut fw, [0x90, 1, 0, 0, 0, 0, 0, 0]).unwrap();
+        for i in 0..3 {
+            assert_eq!(
+                umd_bh_send(&mut fw, 3, 0x90, &[10 + i]).unwrap().1[0],
+                11 + i
+            );
+        }
+        assert!(umd_bh_send(&mut fw, 2, 0x02, &[]).is_err());
+        let names: Vec<String> = fw
+            .tests_answered()
+            .iter()
+            .map(|(c, n)| format!("{c}={n}"))
+            .collect();
+        assert_eq!(names, ["queue0=1", "queue1=0", "queue2=0", "queue3=3"]);
     }
 
     /// `arc-slow`: the queue is served on the first access after the

@@ -84,6 +84,8 @@ pub enum Command {
     Resets,
     /// The power-setting messages the firmware received.
     Power,
+    /// How many TEST messages the firmware answered on each channel.
+    ArcTests,
     /// What the board's firmware reports about it: ids and versions.
     Board,
 }
@@ -91,7 +93,7 @@ pub enum Command {
 const HELP: &str = "commands: ping | help | status | vanish | reappear | exit [STATUS] | \
 arc-hang | arc-resume | arc-slow MS | delay MS | aer correctable|nonfatal|fatal | \
 noc-read X Y ADDR LEN | noc-write X Y ADDR HEX | dma-read IOVA LEN | \
-dma-write IOVA HEX | msi | unplug | resets | power | board (numbers decimal or 0x-hex)";
+dma-write IOVA HEX | msi | unplug | resets | power | arc-tests | board (numbers decimal or 0x-hex)";
 
 /// Parses a number, decimal or `0x` hexadecimal.
 fn number(s: &str, what: &str) -> Result<u64, String> {
@@ -190,6 +192,7 @@ pub fn parse(line: &str) -> Result<Option<Command>, String> {
         "unplug" => want(0, "unplug").map(|_| Command::Unplug)?,
         "resets" => want(0, "resets").map(|_| Command::Resets)?,
         "power" => want(0, "power").map(|_| Command::Power)?,
+        "arc-tests" => want(0, "arc-tests").map(|_| Command::ArcTests)?,
         "board" => want(0, "board").map(|_| Command::Board)?,
         "delay" => {
             want(1, "delay MS")?;
@@ -395,6 +398,17 @@ pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
                 b.aiclk_busy_mhz,
             ))
         }
+        Command::ArcTests => {
+            let card = lock(&shared.card);
+            let counts: Vec<String> = card
+                .noc()
+                .arc()
+                .tests_answered()
+                .iter()
+                .map(|(channel, n)| format!("{channel}={n}"))
+                .collect();
+            ok(counts.join(" "))
+        }
         Command::Power => {
             let card = lock(&shared.card);
             let (received, last) = card.noc().arc().power_settings();
@@ -555,6 +569,7 @@ mod tests {
         assert!(parse("arc-slow 5000000000").is_err());
         assert_eq!(p("resets"), Command::Resets);
         assert_eq!(p("power"), Command::Power);
+        assert_eq!(p("arc-tests"), Command::ArcTests);
         assert_eq!(p("board"), Command::Board);
         assert_eq!(p("help"), Command::Help);
         assert_eq!(p("unplug"), Command::Unplug);
@@ -700,6 +715,10 @@ mod tests {
         );
         assert!(reply("msi", &shared).starts_with("err"), "MSI not enabled");
         assert_eq!(reply("power", &shared), "ok received=0");
+        assert_eq!(
+            reply("arc-tests", &shared),
+            "ok queue0=0 queue1=0 queue2=0 queue3=0"
+        );
         assert_eq!(
             handle_line("exit", &shared),
             Some(Outcome::ReplyThenExit("ok exiting".into(), 0))
