@@ -19,7 +19,11 @@ const UNKNOWN: u32 = 0x02;
 
 /// SMC_MSG with `flags` and `message`: the result and what the kernel left
 /// in `message`.
-fn smc(dev: &impl AsRawFd, flags: u32, message: [u32; 8]) -> (io::Result<i32>, [u32; 8]) {
+pub(crate) fn smc(
+    dev: &impl AsRawFd,
+    flags: u32,
+    message: [u32; 8],
+) -> (io::Result<i32>, [u32; 8]) {
     let mut arg = abi::SmcMsg {
         argsz: std::mem::size_of::<abi::SmcMsg>() as u32,
         flags,
@@ -30,7 +34,7 @@ fn smc(dev: &impl AsRawFd, flags: u32, message: [u32; 8]) -> (io::Result<i32>, [
     (r, arg.message)
 }
 
-pub(super) fn post(dev: &impl AsRawFd, code: u32, arg: u32) -> io::Result<i32> {
+pub(crate) fn post(dev: &impl AsRawFd, code: u32, arg: u32) -> io::Result<i32> {
     smc(dev, abi::SMC_MSG_POST, [code, arg, 0, 0, 0, 0, 0, 0]).0
 }
 
@@ -38,7 +42,7 @@ fn poll_once(dev: &impl AsRawFd) -> (io::Result<i32>, [u32; 8]) {
     smc(dev, abi::SMC_MSG_POLL, [0; 8])
 }
 
-fn abandon(dev: &impl AsRawFd) -> io::Result<i32> {
+pub(crate) fn abandon(dev: &impl AsRawFd) -> io::Result<i32> {
     smc(dev, abi::SMC_MSG_ABANDON, [0; 8]).0
 }
 
@@ -70,7 +74,11 @@ fn roundtrip(dev: &impl AsRawFd, arg: u32, what: &str) -> TestResult {
 }
 
 /// SMC_WAIT: the result and the struct as the kernel left it.
-fn smc_wait(dev: &impl AsRawFd, flags: u32, deadline_ns: u64) -> (io::Result<i32>, abi::SmcWait) {
+pub(crate) fn smc_wait(
+    dev: &impl AsRawFd,
+    flags: u32,
+    deadline_ns: u64,
+) -> (io::Result<i32>, abi::SmcWait) {
     let mut arg = abi::SmcWait {
         argsz: std::mem::size_of::<abi::SmcWait>() as u32,
         flags,

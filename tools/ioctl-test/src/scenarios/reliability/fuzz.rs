@@ -36,6 +36,11 @@ use tt_arbiter::abi;
 
 use super::*;
 
+#[path = "fuzz_smc.rs"]
+mod smc;
+
+use smc::SmcFile;
+
 const CORPUS: &[(&str, &str)] = &[(
     "handpicked.txt",
     include_str!("../../../corpus/handpicked.txt"),
@@ -278,6 +283,38 @@ impl Mem {
         before.copy_from_slice(self.arena());
         self.before = before;
         Ok(ptr)
+    }
+
+    /// What the kernel can read at `ptr` and the `len` bytes after it, as
+    /// the memory is now: the read-write arena's and the read-only page's
+    /// bytes, None elsewhere.
+    fn view(&self, ptr: usize, len: usize) -> Vec<Option<u8>> {
+        let page = page_size();
+        let (rw, ro) = (self.rw.addr(), self.ro.addr());
+        // SAFETY: the read-only page is readable and ours; the kernel only
+        // writes there when it may (never: it is read-only).
+        let ro_bytes = unsafe { std::slice::from_raw_parts(ro as *const u8, page) };
+        let arena = self.arena();
+        (0..len)
+            .map(|i| {
+                let a = ptr.checked_add(i)?;
+                if (rw..rw + ARENA).contains(&a) {
+                    Some(arena[a - rw])
+                } else if (ro..ro + page).contains(&a) {
+                    Some(ro_bytes[a - ro])
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// The `len` bytes at `ptr` if they are all in the read-write arena.
+    fn read_back(&self, ptr: usize, len: usize) -> Option<Vec<u8>> {
+        let off = ptr.checked_sub(self.rw.addr())?;
+        self.arena()
+            .get(off..off.checked_add(len)?)
+            .map(<[u8]>::to_vec)
     }
 
     /// Bytes of the arena the call changed outside [lo, hi).
@@ -616,15 +653,18 @@ impl Watch {
     }
 }
 
-/// Runs one input on `dev`: (errno, problem).
+/// Runs one input on `dev`, whose firmware message the oracle knows as
+/// `smc` (and updates): (errno, problem).
 fn execute(
     mem: &mut Mem,
     dev: &tt_arbiter::Device,
     input: &Input,
+    smc: &mut SmcFile,
     watch: &Watch,
     me: usize,
 ) -> Result<(i32, Option<String>), String> {
     let ptr = mem.prepare(input)?;
+    let smc_command = smc::command(input.cmd).map(|wait| (wait, mem.view(ptr, smc::VIEW)));
     watch.since[me].store(now_ns().max(1), Ordering::SeqCst);
     let r = ioctl_addr(dev.as_raw_fd(), input.cmd, ptr);
     watch.since[me].store(0, Ordering::SeqCst);
@@ -633,6 +673,14 @@ fn execute(
     if problem.is_none() {
         let (lo, hi) = write_window(input, ptr);
         problem = mem.stray_writes(lo, hi);
+    }
+    if let Some((wait, view)) = smc_command {
+        let own = if wait { 56 } else { 48 };
+        // The struct can be written exactly where it can be read back.
+        let after = mem.read_back(ptr, own);
+        let (p, next) = smc::judge(wait, &view, after.is_some(), after.as_deref(), *smc, errno);
+        *smc = next;
+        problem = problem.or(p);
     }
     Ok((errno, problem))
 }
@@ -1009,10 +1057,10 @@ fn gen_ptr(rng: &mut Rng, len: usize) -> Ptr {
 
 fn gen_input(rng: &mut Rng) -> Input {
     let card = rng.below(2) as u32;
-    let (cmd, bytes) = if rng.below(10) == 0 {
-        gen_noc(rng, card)
-    } else {
-        gen_cmd_bytes(rng)
+    let (cmd, bytes) = match rng.below(10) {
+        0 => gen_noc(rng, card),
+        1 | 2 => smc::gen_smc(rng),
+        _ => gen_cmd_bytes(rng),
     };
     let ptr = gen_ptr(rng, bytes.len());
     Input {
@@ -1042,14 +1090,18 @@ fn fuzz_thread(me: usize, seed: u64, n: u64, watch: &Watch) -> Result<Tally, Str
     let mut rng = Rng::new(seed);
     let mut mem = Mem::new()?;
     let mut devs = [open(0)?, open(1)?];
+    let mut smc = [SmcFile::Idle; 2];
     let mut t = Tally::default();
     for k in 0..n {
         if k % 100 == 99 {
-            // Closing releases what the fuzzed commands acquired.
+            // Closing releases what the fuzzed commands acquired, and
+            // abandons a firmware message (in flight or not).
             devs = [open(0)?, open(1)?];
+            smc = [SmcFile::Idle; 2];
         }
         let input = gen_input(&mut rng);
-        let (errno, problem) = execute(&mut mem, &devs[input.card as usize], &input, watch, me)?;
+        let card = input.card as usize;
+        let (errno, problem) = execute(&mut mem, &devs[card], &input, &mut smc[card], watch, me)?;
         t.inputs += 1;
         match errno {
             0 => t.ok += 1,
@@ -1082,6 +1134,7 @@ pub fn fuzz_ioctls() -> TestResult {
         left.report.join("\n")
     );
     let seed = seed("fuzz");
+    let answers_before = smc::ANSWERS_CHECKED.load(Ordering::Relaxed);
     install_sigusr2()?;
     // Locks held elsewhere during the fuzzing: a blocking command on them
     // waits until the watchdog interrupts it.
@@ -1096,6 +1149,7 @@ pub fn fuzz_ioctls() -> TestResult {
     let watch = Watch::new(nthreads);
     let w = watch.clone();
     let dog = std::thread::spawn(move || w.run(Duration::from_millis(15)));
+    let slow = SlowFirmware::new(3)?;
     let start = Instant::now();
     let results: Vec<Result<Tally, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..nthreads)
@@ -1116,6 +1170,7 @@ pub fn fuzz_ioctls() -> TestResult {
     watch.stop.store(true, Ordering::SeqCst);
     let _ = dog.join();
     let took = start.elapsed();
+    drop(slow);
     for h in &holder {
         for i in 0..64 {
             if held & bit(i) != 0 {
@@ -1138,12 +1193,15 @@ pub fn fuzz_ioctls() -> TestResult {
         }
     }
     let left = check_all_free(&[0, 1])?;
+    let messages_left = [smc_queue_left(0)?, smc_queue_left(1)?].concat();
     figure("fuzz_inputs", total.inputs);
     figure("operations", total.inputs);
     figure("fuzz_succeeded", total.ok);
     figure("fuzz_interrupted", total.eintr);
     figure("fuzz_watchdog_kicks", watch.kicks.load(Ordering::SeqCst));
     figure("fuzz_breaks", total.breaks.len());
+    let answers = smc::ANSWERS_CHECKED.load(Ordering::Relaxed) - answers_before;
+    figure("fuzz_smc_answers_checked", answers);
     figure("lost_locks", left.lost);
     println!(
         "# fuzz: {} inputs in {:.1} s on {nthreads} threads",
@@ -1166,6 +1224,15 @@ pub fn fuzz_ioctls() -> TestResult {
         left.lost == 0,
         "after the fuzz files closed, locks are not free:\n{}",
         left.report.join("\n")
+    );
+    ensure!(
+        answers > 0,
+        "no firmware answer was collected: SMC_MSG and SMC_WAIT went unfuzzed"
+    );
+    ensure!(
+        messages_left.is_empty(),
+        "after the fuzz files closed, firmware messages of files are still queued:\n{}",
+        messages_left.join("\n")
     );
     Ok(())
 }
@@ -1196,6 +1263,7 @@ fn replay_all(watch: &Watch) -> TestResult {
             let at = format!("{file}:{}", lineno + 1);
             let input = Input::parse(line).map_err(|e| format!("{at}: {e}"))?;
             n += 1;
+            let queued_before = smc_queue_left(input.card)?;
             let dev = open(input.card)?;
             let other = open(input.card)?;
             if input.prehold != 0 {
@@ -1210,12 +1278,27 @@ fn replay_all(watch: &Watch) -> TestResult {
                     &format!("{at}: selfhold"),
                 )?;
             }
-            let (errno, problem) = execute(&mut mem, &dev, &input, watch, 0)?;
+            let (errno, problem) = execute(&mut mem, &dev, &input, &mut SmcFile::Idle, watch, 0)?;
             if let Some(p) = problem {
                 failures.push(format!("{at}: {p} (errno {})\n  {line}", name(errno)));
             }
             drop(dev);
             drop(other);
+            // Only what this input left (an earlier one's is reported
+            // there).
+            let mut messages_left = smc_queue_left(input.card)?;
+            for old in queued_before {
+                let same = |l: &String| l.split(" age_ms=").next() == old.split(" age_ms=").next();
+                if let Some(i) = messages_left.iter().position(same) {
+                    messages_left.remove(i);
+                }
+            }
+            if !messages_left.is_empty() {
+                failures.push(format!(
+                    "{at}: firmware messages still queued after closing:\n{}",
+                    messages_left.join("\n")
+                ));
+            }
             let left = check_all_free(&[input.card])?;
             if left.lost != 0 {
                 failures.push(format!(

@@ -34,6 +34,47 @@ pub use teardown::{
     dma_limits_per_card, module_reload, resets_under_load, unbind_rebind_under_load,
 };
 
+/// The lines of card `n`'s `smc/queue` that are files' messages (the
+/// driver's own, `comm=kernel`, come and go by themselves): with no file
+/// of the test open any more, there must be none.
+pub fn smc_queue_left(n: u32) -> Result<Vec<String>, String> {
+    let queue = sysfs(&format!("/sys/class/tenstorrent/tenstorrent!{n}/smc/queue"))?;
+    Ok(queue
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains("comm=kernel "))
+        .map(|l| format!("card {n}: {l}"))
+        .collect())
+}
+
+/// Both cards' firmware gets to its message queues `ms` after their
+/// doorbell (the emulator's `arc-slow`) until this is dropped. A real
+/// firmware takes its time too; with an emulated one that answers inside
+/// the doorbell, an abandoned message's answer would always be there
+/// before the next message is sent, and the driver's orphan accounting
+/// (the answer of a message nobody waits for is dropped, not handed to
+/// the next one) would never be needed.
+pub struct SlowFirmware(Vec<crate::card::Control>);
+
+impl SlowFirmware {
+    pub fn new(ms: u32) -> Result<SlowFirmware, String> {
+        let mut cards = Vec::new();
+        for n in 0..2 {
+            let mut control = crate::card::Control::open(n)?;
+            control.command(&format!("arc-slow {ms}"))?;
+            cards.push(control);
+        }
+        Ok(SlowFirmware(cards))
+    }
+}
+
+impl Drop for SlowFirmware {
+    fn drop(&mut self) {
+        for control in &mut self.0 {
+            let _ = control.command("arc-slow 0");
+        }
+    }
+}
+
 /// Whether `TT_RELIABILITY_SCALE=stress`.
 pub fn stress_scale() -> bool {
     std::env::var("TT_RELIABILITY_SCALE").is_ok_and(|s| s == "stress")

@@ -5,7 +5,17 @@
 //! card, touched as it goes: after every round all windows are free again.
 //! And it writes and reads back a word of its own through NOC_WRITE and
 //! NOC_READ now and then: the kernel's window, shared by every worker and
-//! the driver, gives each its own word back, kills included.
+//! the driver, gives each its own word back, kills included. And it sends
+//! the firmware TEST messages through SMC_MSG, each with an argument no
+//! other message carries: it collects some at once (SMC_WAIT), leaves
+//! others outstanding for a while (so kills, exits and closes come with a
+//! message queued or in flight: orphans ahead of the next worker's), posts
+//! again while one is outstanding (EBUSY), abandons some, and abandons one
+//! the moment it is posted and posts another (its answer comes after the
+//! orphan's). The firmware is slow meanwhile (5 ms), so messages are in
+//! flight when that happens. Every answer collected must be the worker's
+//! own (its argument plus one); after each round, with every worker gone,
+//! no file's message is left in the queue.
 //!
 //! Accounting that stays exact across kills. Each worker keeps, per (card,
 //! lock), one 64-bit word in shared memory holding its grant count and
@@ -39,13 +49,16 @@ const HELD: u64 = 2;
 const RELEASING: u64 = 4;
 const ONE_GRANT: u64 = 8;
 
-/// u64 words of a slot: pid, reaped, ops, owner-died reports, then one
-/// word per (card, lock).
-const SLOT_WORDS: usize = 4 + 128;
+/// u64 words of a slot: pid, reaped, ops, owner-died reports, one word per
+/// (card, lock), then the firmware answers collected.
+const SLOT_WORDS: usize = 4 + 128 + 1;
 const W_PID: usize = 0;
 const W_REAPED: usize = 1;
 const W_OPS: usize = 2;
 const W_DIED_SEEN: usize = 3;
+const W_SMC_ANSWERS: usize = 4 + 128;
+/// The firmware's TEST message: it answers its argument plus one.
+const TEST: u32 = 0x90;
 
 struct Storm {
     stop: Counter,
@@ -187,6 +200,108 @@ fn judge(r: std::io::Result<i32>, allowed: &[i32], what: &str, died: u64) -> Got
     }
 }
 
+/// The TEST argument of worker `slot`'s operation `n`: no other message
+/// of the storm carries it (bit 18 set: the second message of the
+/// operation).
+fn smc_arg(slot: usize, n: u64) -> u32 {
+    ((slot as u32) << 19) | (n as u32 & 0x3_FFFF)
+}
+
+/// Whose answer `value` is, in words.
+fn smc_whose(value: u32) -> String {
+    let arg = value.wrapping_sub(1);
+    format!(
+        "the answer to worker {}'s {} TEST of its operation {}",
+        (arg >> 19) + 1,
+        if arg & 0x4_0000 != 0 {
+            "second"
+        } else {
+            "first"
+        },
+        arg & 0x3_FFFF
+    )
+}
+
+/// One step of the worker's firmware messages on `dev`; `outstanding` is
+/// the argument of the one it has outstanding there.
+fn smc_step(
+    st: &Storm,
+    slot: usize,
+    dev: &tt_arbiter::Device,
+    rng: &mut Rng,
+    n: u64,
+    outstanding: &mut Option<u32>,
+) -> Result<(), String> {
+    use super::super::smc;
+    let arg = match *outstanding {
+        None => {
+            let arg = smc_arg(slot, n);
+            smc::post(dev, TEST, arg).map_err(|e| format!("POST TEST {arg:#x}: {e}"))?;
+            *outstanding = Some(arg);
+            match rng.below(4) {
+                // Left outstanding until a later step (or a kill, an exit,
+                // the end of the round).
+                0 | 1 => return Ok(()),
+                // Abandoned at once, most likely in flight (the firmware
+                // is slow), and another posted: its answer comes after the
+                // orphan's, which must not be taken for it.
+                2 => {
+                    smc::abandon(dev).map_err(|e| format!("ABANDON of TEST {arg:#x}: {e}"))?;
+                    *outstanding = None;
+                    let arg = smc_arg(slot, n) ^ 0x4_0000;
+                    smc::post(dev, TEST, arg)
+                        .map_err(|e| format!("POST TEST {arg:#x} after an ABANDON: {e}"))?;
+                    *outstanding = Some(arg);
+                    arg
+                }
+                _ => arg,
+            }
+        }
+        Some(arg) => match rng.below(4) {
+            0 => {
+                smc::abandon(dev).map_err(|e| format!("ABANDON of TEST {arg:#x}: {e}"))?;
+                *outstanding = None;
+                return Ok(());
+            }
+            1 => {
+                return match smc::post(dev, TEST, smc_arg(slot, n)) {
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(()),
+                    r => Err(format!(
+                        "POST with TEST {arg:#x} outstanding: {} (EBUSY expected)",
+                        outcome(&r)
+                    )),
+                };
+            }
+            _ => arg,
+        },
+    };
+    // A deadline only as a hang detector.
+    let (r, w) = smc::smc_wait(
+        dev,
+        abi::LOCK_DEADLINE,
+        now_ns() + PATIENCE.as_nanos() as u64,
+    );
+    *outstanding = None;
+    match r {
+        Ok(_) if w.message[0] == 0 && w.message[1] == arg.wrapping_add(1) => {
+            st.w(slot, W_SMC_ANSWERS).fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        Ok(_) => Err(format!(
+            "TEST {arg:#x} answered status {:#x}, value {:#x}: {}",
+            w.message[0],
+            w.message[1],
+            smc_whose(w.message[1])
+        )),
+        r => Err(format!(
+            "SMC_WAIT for TEST {arg:#x}: {} (out_flags {:#x}, message {:x?})",
+            outcome(&r),
+            w.out_flags,
+            &w.message[..2]
+        )),
+    }
+}
+
 fn worker(st: &Storm, slot: usize, seed: u64) -> i32 {
     st.w(slot, W_PID)
         .store(std::process::id() as u64, Ordering::SeqCst);
@@ -220,6 +335,7 @@ fn worker(st: &Storm, slot: usize, seed: u64) -> i32 {
     let exit_holding_at = (rng.below(4) == 0).then(|| 1 + rng.below(100));
     let span = st.span;
     let mut n = 0u64;
+    let mut smc_outstanding = [None, None];
     while !st.stopped() {
         n += 1;
         let card = rng.below(2) as u32;
@@ -251,6 +367,19 @@ fn worker(st: &Storm, slot: usize, seed: u64) -> i32 {
                     ));
                     return 1;
                 }
+            }
+        }
+        if n % 3 == 1 {
+            if let Err(msg) = smc_step(
+                st,
+                slot,
+                dev,
+                &mut rng,
+                n,
+                &mut smc_outstanding[card as usize],
+            ) {
+                st.errors.report(&format!("worker {id} card {card}: {msg}"));
+                return 1;
             }
         }
         st.mark(slot, card, mask, PENDING);
@@ -381,10 +510,11 @@ pub fn crash_storm() -> TestResult {
     );
     let mut rng = Rng::new(seed("crash storm"));
     let observers = [open(0)?, open(1)?];
+    let _slow = SlowFirmware::new(5)?;
     let mut next_slot = 0usize;
     let (mut kills, mut spawned, mut lost, mut exited_holding) = (0u64, 0u64, 0u64, 0u64);
     let (mut ops, mut grants, mut hidden_grants, mut cut_releases, mut window) = (0, 0, 0, 0, 0);
-    let (mut died_total, mut died_seen) = (0u64, 0u64);
+    let (mut died_total, mut died_seen, mut smc_answers) = (0u64, 0u64, 0u64);
     let mut problems: Vec<String> = Vec::new();
     let spawn = |next_slot: &mut usize, rng: &mut Rng| -> Result<(libc::pid_t, usize), String> {
         ensure!(*next_slot < st.max_slots, "out of worker slots");
@@ -479,6 +609,13 @@ pub fn crash_storm() -> TestResult {
         let left = check_all_free(&[0, 1])?;
         lost += left.lost;
         problems.extend(left.report);
+        // Every worker's file is closed: none of their firmware messages
+        // may be left (close abandons).
+        for card in 0..2 {
+            for line in smc_queue_left(card)? {
+                problems.push(format!("after round {round}, every worker gone: {line}"));
+            }
+        }
         for (card, free) in windows_free_before.iter().enumerate() {
             let now = windows_free(card as u32)?;
             if now != *free {
@@ -490,6 +627,7 @@ pub fn crash_storm() -> TestResult {
         for slot in first_slot..next_slot {
             ops += st.w(slot, W_OPS).load(Ordering::SeqCst);
             died_seen += st.w(slot, W_DIED_SEEN).load(Ordering::SeqCst);
+            smc_answers += st.w(slot, W_SMC_ANSWERS).load(Ordering::SeqCst);
             for card in 0..2u32 {
                 for l in 0..span {
                     let w = st.lock_word(slot, card, l).load(Ordering::SeqCst);
@@ -542,6 +680,9 @@ pub fn crash_storm() -> TestResult {
         }
     }
     let doubles = st.doubles.count();
+    if smc_answers == 0 {
+        problems.push("no worker collected a firmware answer: SMC_MSG went untested".into());
+    }
     figure("operations", ops);
     figure("storm_rounds", rounds);
     figure("storm_grants", grants);
@@ -553,6 +694,7 @@ pub fn crash_storm() -> TestResult {
     figure("storm_kill_window_bound", window);
     figure("storm_kill_window_grants", hidden_grants);
     figure("storm_kill_window_releases", cut_releases);
+    figure("storm_smc_answers", smc_answers);
     figure("lost_locks", lost);
     figure("double_holders", doubles);
     if doubles != 0 {
