@@ -404,25 +404,35 @@ TEST = 0x90  # the firmware's TEST message: answers its argument plus one
 UMD_CHANNEL = {0: "mailbox5", 1: "queue3"}
 DRIVER_CHANNEL = "queue0"
 
-# The arguments each side sends: its message #i carries a value no other
-# message of either side carries (a bijection of i, in a range per side),
-# so any answer received names the message it belongs to.
-COEXIST_VALUES = """
+# What both sides run (and this test, for the values). The arguments each
+# side sends: its message #i carries a value no other message of either
+# side carries (a bijection of i, in a range per side), so any answer
+# received names the message it belongs to.
+COEXIST_COMMON = """
+import select, sys
+
 def umd_value(i):
     return 0x7E000000 | ((i >> 16) & 0xFF) << 16 | ((i * 40503 + 12345) & 0xFFFF)
 
 def smc_value(i):
     return 0x5A000000 | ((i * 40503 + 999) & 0xFFFFFF)
+
+def stop_after(sent, least):
+    # Says when `least` messages are done; stops once it is and a line
+    # came on stdin.
+    if sent == least:
+        print("reached")
+    return sent >= least and bool(select.select([sys.stdin], [], [], 0)[0])
 """
-exec(COEXIST_VALUES)
+exec(COEXIST_COMMON)
 
 # tt-umd's TEST messages in a loop, from the moment it reads "go" until it
 # reads a second line (honoured once it has sent `least`), each answer
 # checked. A message that raises ends the loop (a hang or a lost message:
 # the rest would only wait as long again).
 UMD_TEST_LOOP = """
-import json, select, sys, tt_umd
-%(values)s
+import json, tt_umd
+%(common)s
 n, wormhole, least = %(card)d, %(wormhole)s, %(least)d
 d = tt_umd.TTDevice.create(n)
 d.init_tt_device()
@@ -442,9 +452,7 @@ while True:
     if exit_code != 0 or ret0 != v + 1:
         wrong.append([sent, exit_code, ret0, ret1])
     sent += 1
-    if sent == least:
-        print("reached")
-    if sent >= least and select.select([sys.stdin], [], [], 0)[0]:
+    if stop_after(sent, least):
         break
 print("@umd", json.dumps({"sent": sent, "wrong": wrong[:10], "wrong_count": len(wrong), "error": error}))
 """
@@ -454,8 +462,8 @@ print("@umd", json.dumps({"sent": sent, "wrong": wrong[:10], "wrong_count": len(
 SMC_MSG = 0xFA11  # _IO(0xFA, 17)
 SMC_WAIT = 0xC038FA45  # _IOWR(0xFA, 0x45, struct tenstorrent_smc_wait)
 SMC_TEST_LOOP = """
-import fcntl, json, os, select, struct, sys, time
-%(values)s
+import fcntl, json, os, struct, time
+%(common)s
 n, least = %(card)d, %(least)d
 sysfs = "/sys/class/tenstorrent/tenstorrent!%%d/smc/" %% n
 fd = os.open("/dev/tenstorrent/%%d" %% n, os.O_RDWR)
@@ -484,9 +492,7 @@ while True:
     if m[0] != 0 or m[1] != v + 1:
         wrong.append([sent, m[0], m[1], m[2]])
     sent += 1
-    if sent == least:
-        print("reached")
-    if sent >= least and select.select([sys.stdin], [], [], 0)[0]:
+    if stop_after(sent, least):
         break
 print("@smc", json.dumps({"sent": sent, "wrong": wrong[:10], "wrong_count": len(wrong), "error": error}))
 """
@@ -517,7 +523,7 @@ def test_umd_and_smc_msg_coexist():
     least = 40  # messages of each side, each sent while the other side runs
     for n in CARDS:
         wormhole = n == 0
-        values = {"values": COEXIST_VALUES, "card": n, "least": least}
+        values = {"common": COEXIST_COMMON, "card": n, "least": least}
         if n == BH:
             # Whatever an earlier client left (the kill of a UMD waiting for
             # an answer, umd/kmd_mutex_across_processes) would make each of

@@ -700,6 +700,32 @@ fn grow_to_argsz(rng: &mut Rng, b: &mut Vec<u8>, own: usize, argsz: u32) {
     }
 }
 
+/// The argsz of a struct of `own` bytes, in its first word: mostly `own`,
+/// else an extreme (the argument grown to a larger one).
+fn put_argsz(rng: &mut Rng, b: &mut Vec<u8>, own: usize) {
+    let mut argsz = own as u32;
+    if rng.below(5) == 0 {
+        argsz = pick(
+            rng,
+            &[
+                0,
+                1,
+                4,
+                own as u32 - 1,
+                own as u32 + 1,
+                own as u32 + 8,
+                4095,
+                4096,
+                4097,
+                0x7fff_ffff,
+                0xffff_ffff,
+            ],
+        );
+        grow_to_argsz(rng, b, own, argsz);
+    }
+    put32(b, 0, argsz);
+}
+
 fn put32(b: &mut [u8], off: usize, v: u32) {
     b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
 }
@@ -822,27 +848,7 @@ fn gen_ours(rng: &mut Rng) -> (u32, Vec<u8>) {
             *x = rng.next() as u8;
         }
     }
-    let mut argsz = own as u32;
-    if rng.below(5) == 0 {
-        argsz = pick(
-            rng,
-            &[
-                0,
-                1,
-                4,
-                own as u32 - 1,
-                own as u32 + 1,
-                own as u32 + 8,
-                4095,
-                4096,
-                4097,
-                0x7fff_ffff,
-                0xffff_ffff,
-            ],
-        );
-        grow_to_argsz(rng, &mut b, own, argsz);
-    }
-    put32(&mut b, 0, argsz);
+    put_argsz(rng, &mut b, own);
     if rng.below(5) == 0 {
         for _ in 0..1 + rng.below(3) {
             let at = rng.below(b.len().min(own) as u64) as usize;

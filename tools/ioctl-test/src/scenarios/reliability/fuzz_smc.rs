@@ -285,25 +285,7 @@ pub(super) fn gen_smc(rng: &mut Rng) -> (u32, Vec<u8>) {
             put32(&mut b, off, rng.next() as u32);
         }
     }
-    let mut argsz = own as u32;
-    if rng.below(5) == 0 {
-        argsz = pick(
-            rng,
-            &[
-                0,
-                4,
-                own as u32 - 1,
-                own as u32 + 1,
-                own as u32 + 8,
-                4095,
-                4096,
-                4097,
-                u32::MAX,
-            ],
-        );
-        grow_to_argsz(rng, &mut b, own, argsz);
-    }
-    put32(&mut b, 0, argsz);
+    put_argsz(rng, &mut b, own);
     let cmd = if !wait {
         abi::IOCTL_SMC_MSG
     } else if rng.below(8) == 0 {
