@@ -120,7 +120,11 @@ fn fill_window(map: &Mmio, at: u64, byte: u8) {
 /// E2BIG for a long argsz with a non-zero tail or above 4096; EFAULT for a
 /// bad pointer; and a refused NOC_WRITE writes nothing. Against a driver
 /// without one of these checks the call succeeds (and writes), which fails
-/// here.
+/// here (seen: without the flags check, "NOC_READ flags 1: got success").
+/// The alignment refusals are made twice: by the argument check and by the
+/// kernel's I/O accessors, which refuse an offset not aligned to the access;
+/// without the first the answers here stay right, and the KUnit suite
+/// `tenstorrent_noc_io` is what fails.
 pub fn refusals() -> TestResult {
     for n in 0..2u32 {
         let c = chip(n);
@@ -269,7 +273,9 @@ fn read_only_struct<T: abi::AbiStruct>(t: &T) -> Result<Shared, String> {
 /// `addr` change, a read is zero-extended, NOC 1's mirrored coordinates
 /// reach the same tile, and the ARC tile's node id reads back the
 /// coordinates of the NOC that carried the request. A driver that wrote a
-/// wider access, split or misplaced it, or ignored `noc`, fails here.
+/// wider access, split or misplaced it, or ignored `noc`, fails here (seen:
+/// with `noc` ignored, NOC 1's write landed on another tile; with 8-byte
+/// reads made as 4-byte ones, the value came back cut).
 pub fn widths_against_a_window() -> TestResult {
     for n in 0..2u32 {
         let c = chip(n);
