@@ -1229,7 +1229,8 @@ pub fn handoff_after_bound() -> TestResult {
 /// refused and the sleeper behind waits. And a lower bound takes effect at
 /// once: a lock left free for a poller under the old bound is kept for it
 /// when the bound becomes 0. (Seen failing with 0 taken as "no bound":
-/// the lock went to the sleeper behind the poller.)
+/// the lock went to the sleeper behind the poller; and with the new bound
+/// applied only at the next request: the lock stayed free.)
 pub fn strict_handoff_setting() -> TestResult {
     let i = 46;
     let _lease = Setting::long_lease()?;

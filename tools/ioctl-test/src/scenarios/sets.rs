@@ -87,8 +87,11 @@ pub fn all_or_nothing() -> TestResult {
 /// blocking waiter on 30 is served after B. All of it with the hand-off
 /// bound huge, where a one-lock request may pass a poller's place: sets
 /// stay strict. Then a set does not barge past a poller's place either,
-/// where a one-lock request would (seen failing with the driver letting
-/// sets pass `passable` places: the set try took the free lock).
+/// where a one-lock request would, and makes that place strict. (Seen
+/// failing with the driver letting sets barge, `may_barge` without its
+/// one-lock check: the set try took the free lock; and with a queued set
+/// not making the places of its locks strict, `passable` without its
+/// `sets` check: the failed set try's place was granted lock 31.)
 pub fn arrival_order_no_barging() -> TestResult {
     let (x, y) = (29, 30);
     let _lease = Setting::long_lease()?;
@@ -185,7 +188,7 @@ pub fn arrival_order_no_barging() -> TestResult {
     expect_errno(
         acquire_set(&c, bit(y) | bit(31), abi::LOCK_NONBLOCK, 0).0,
         libc::EBUSY,
-        "NONBLOCK ACQUIRE_SET {{30,31}} with a poller queued for 30",
+        "NONBLOCK ACQUIRE_SET {30,31} with a poller queued for 30",
     )?;
     ensure!(
         !query(&a, 31)?.held,
