@@ -3,8 +3,9 @@
 //! `/sys/kernel/debug/tenstorrent/N/waiters`: the waiters of card N.
 //!
 //! One line per lock that has waiters, its name then the waiters' pids in
-//! the order they will be granted; then the whole queue, one request per
-//! line, with every lock it asks for.
+//! arrival order (the order they will be granted, but that a poller's
+//! place under the hand-off bound may be passed); then the whole queue, one
+//! request per line, with every lock it asks for.
 //!
 //! `/sys/kernel/debug/tenstorrent/N/smc_timeout_ms`: how long card N's
 //! firmware has to answer a message (src/smc.rs), read and written as a
