@@ -43,12 +43,48 @@
 //! [`State::assign_watches`]). So a poller that stops polling delays
 //! nobody by more than the lease.
 //!
-//! Invariant kept by every operation: no queued waiter could be granted.
-//! Locks only become available when they are released or when a waiter
-//! wanting them leaves the queue, and both cases run [`State::hand_off`] over
-//! exactly those locks. A waiter may also become able to pass earlier ones
-//! when its file gains a lock or when another holder queues; both run
-//! [`State::let_holders_pass`].
+//! Bounded barging (the kernel mutex's answer to the same tension): a lock
+//! kept for a poller stands idle until the poller's next try, so while a
+//! poll place has waited less than the card's hand-off bound `B`
+//! ([`State::handoff_ns`], the module parameter `handoff_us`, per card in
+//! debugfs) it reserves nothing: a release passes it over, and whoever runs
+//! next takes the free lock, the poller's own next try included
+//! ([`State::passable`]). Once it has waited `B`, it is served strictly in
+//! arrival order: releases keep the lock for it and nobody passes it. `B`
+//! = 0 is strict FIFO for everyone. Only poll places are passed: a sleeping
+//! waiter is always handed the lock by the release, because leaving the
+//! lock free for a barger would either leave it idle (nobody wakes the
+//! sleeper) or wake the sleeper for nothing when a barger wins (one
+//! wake-up per release, and a woken waiter always has its grant). Lock sets
+//! stay strict: a request for several locks never passes a poll place, and
+//! a poll place of a lock that a queued set wants is never passed.
+//!
+//! Worst-case wait, among waiters that are neither stopped nor run a
+//! signal handler. Let `n` be the number of requests queued ahead of the
+//! waiter on the card when it queued, `H` the longest a lock is held once
+//! its holder has it (a file holding one lock while it waits for another
+//! holds it that long too), `D` the longest a granted lock waits for its
+//! grantee to take it (a sleeper's wake-up; for a poller its next try,
+//! never more than the lease `L` = [`POLL_LEASE_NS`]) and `p < L` the period
+//! of a poller's tries. Then a blocking waiter waits
+//! `W <= (n+1)(H+D)`: nobody passes it but holders whose release it awaits
+//! anyway, a lock is never left free while it waits, and each request ahead
+//! costs at most its hand-off and its hold. A poller waits
+//! `W <= B + (n+1)(H+D) + p`: passed by anyone until `B`, then by nobody
+//! but the requests ahead of it, after the holder of that moment; then the
+//! lock is kept for it until its next try.
+//!
+//! Invariant kept by every operation: no queued waiter could be granted,
+//! except poll places that were under the bound when their locks were
+//! freed (the locks were left free for whoever runs first). Locks only
+//! become available when they are released or when a waiter wanting them
+//! leaves the queue, and both cases run [`State::hand_off`] over exactly
+//! those locks. A waiter may also become able to pass earlier ones when its
+//! file gains a lock or when another holder queues; both run
+//! [`State::let_holders_pass`]. A poll place that passes the bound while
+//! its lock is free gets it at its next try; a request refused because of
+//! it (a waiter that queues, a set that makes it strict) keeps the lock
+//! for it at once, so that the sleeper behind it has a lease to watch.
 
 use crate::fifo::Fifo;
 use crate::rust_ext::{
@@ -95,6 +131,12 @@ pub(crate) const LOCK_COUNT: usize = 64;
 /// above UMD's 1 ms polling period, even when a loaded machine (or an
 /// emulator) stretches that period several times.
 pub(crate) const POLL_LEASE_NS: i64 = 20_000_000;
+
+/// The hand-off bound `B` a card starts with, from the module parameter
+/// `handoff_us` (microseconds; 0 is strict FIFO).
+pub(crate) fn handoff_ns_of_us(us: u32) -> i64 {
+    i64::from(us) * 1000
+}
 
 /// The lock set of a request: bit `i` stands for lock `i`.
 pub(crate) type LockMask = u64;
@@ -360,6 +402,9 @@ struct Slot {
     waiters: u32,
     /// Of those, poll places: not sleeping waiters, so not shown as such.
     polls: u32,
+    /// Of those, requests for several locks: while there is one, the poll
+    /// places of this lock are not passed over (sets stay strict).
+    sets: u32,
     stats: LockStats,
 }
 
@@ -432,6 +477,9 @@ struct State {
     /// card; tests that must not depend on the speed of the machine they
     /// run on choose one longer than themselves).
     poll_lease_ns: i64,
+    /// The hand-off bound `B`, in nanoseconds: a poll place that has waited
+    /// less is passed over ([`State::passable`]); 0 is strict FIFO.
+    handoff_ns: i64,
 }
 
 impl Drop for State {
@@ -470,8 +518,9 @@ pub(crate) struct Arbiter {
 }
 
 impl Arbiter {
-    /// A card's locks, all free, whose poll places last `poll_lease_ns`.
-    pub(crate) fn new(poll_lease_ns: i64) -> Result<impl PinInit<Self>> {
+    /// A card's locks, all free, whose poll places last `poll_lease_ns`
+    /// and are passed over until they have waited `handoff_ns`.
+    pub(crate) fn new(poll_lease_ns: i64, handoff_ns: i64) -> Result<impl PinInit<Self>> {
         // On the heap: 64 slots would take several KiB of the probing
         // task's stack while the initialiser is built.
         let mut slots = KVec::with_capacity(LOCK_COUNT, GFP_KERNEL)?;
@@ -491,6 +540,7 @@ impl Arbiter {
                 polls: KVec::new(),
                 wakeups: Wakeups::new(),
                 poll_lease_ns,
+                handoff_ns: handoff_ns.max(0),
             }),
             refusals: Refusals::new(),
         }))
@@ -513,6 +563,36 @@ impl Arbiter {
     /// Whether the card is gone.
     pub(crate) fn is_gone(&self) -> bool {
         self.refusals.is_gone()
+    }
+
+    /// How long a failed try keeps its poll place on the card, in
+    /// milliseconds.
+    pub(crate) fn poll_lease_ms(&self) -> u64 {
+        u64::try_from(self.state.lock().poll_lease_ns / 1_000_000).unwrap_or(0)
+    }
+
+    /// Sets how long a failed try keeps its poll place (from the next try
+    /// on; at least 1 ms).
+    pub(crate) fn set_poll_lease_ms(&self, ms: u32) {
+        self.state.lock().poll_lease_ns = i64::from(ms.max(1)) * 1_000_000;
+    }
+
+    /// The hand-off bound `B` of the card, in microseconds.
+    pub(crate) fn handoff_us(&self) -> u64 {
+        u64::try_from(self.state.lock().handoff_ns / 1000).unwrap_or(0)
+    }
+
+    /// Sets the hand-off bound `B` of the card (0: strict FIFO). A lower
+    /// bound takes effect at once: the free locks of poll places that are
+    /// now past it are kept for them.
+    pub(crate) fn set_handoff_us(&self, us: u32) {
+        let mut state = self.state.lock();
+        state.handoff_ns = handoff_ns_of_us(us);
+        let free = state.wanted & !state.held;
+        if free != 0 {
+            state.hand_off(free);
+        }
+        unlock(state);
     }
 
     /// Requests every lock of `mask` for `owner`.
@@ -549,7 +629,7 @@ impl Arbiter {
                     unlock(state);
                     return Err(AcquireError::Deadlock);
                 }
-                if !state.is_blocked(owner, mask) {
+                if !state.is_blocked(owner, mask, now) {
                     let owner_died = state.grant(owner, mask, who, now);
                     // Its file holds more now: its other queued requests,
                     // and those of files waiting on it, may pass more.
@@ -882,11 +962,52 @@ impl State {
 
     /// Whether a new request of `owner` for `mask` must wait: a lock of it
     /// is held, or an earlier waiter wants one and may not be passed.
-    fn is_blocked(&self, owner: &Owner, mask: LockMask) -> bool {
+    fn is_blocked(&self, owner: &Owner, mask: LockMask, now: i64) -> bool {
         if self.held & mask != 0 {
             return true;
         }
-        self.wanted & mask != 0 && !self.may_pass(owner, mask, self.queue.len())
+        let end = self.queue.len();
+        self.wanted & mask != 0
+            && !self.may_barge(mask, end, now)
+            && !self.may_pass(owner, mask, end, now)
+    }
+
+    /// Whether `waiter`, queued, may be passed by a request for its lock
+    /// that comes later: a poll place for a single lock that has waited
+    /// less than the bound, of a lock no queued set wants. Passing it
+    /// costs nobody a wake-up (nobody sleeps on it), and its poller is
+    /// served strictly once it has waited the bound.
+    fn passable(&self, waiter: &Waiter, now: i64) -> bool {
+        self.handoff_ns > 0
+            && waiter.mask.is_power_of_two()
+            && waiter.lease.access(self).is_some()
+            && self.slots[waiter.mask.trailing_zeros() as usize].sets == 0
+            && now - waiter.queued_ns < self.handoff_ns
+    }
+
+    /// Whether a request for the single free lock `mask`, placed at
+    /// `position` in the queue, may take it ahead of every waiter queued
+    /// for it before that position: all of them are passable
+    /// ([`Self::passable`]). Cheap when only poll places want the lock,
+    /// the usual case: they are in arrival order, so the first is the
+    /// oldest, and if it is under the bound so are the others.
+    fn may_barge(&self, mask: LockMask, position: usize, now: i64) -> bool {
+        if self.handoff_ns == 0 || !mask.is_power_of_two() {
+            return false;
+        }
+        let slot = &self.slots[mask.trailing_zeros() as usize];
+        if slot.sets != 0 {
+            return false;
+        }
+        let mut ahead = self
+            .queue
+            .iter()
+            .take(position)
+            .filter(|w| w.mask & mask != 0);
+        if slot.waiters == slot.polls {
+            return ahead.next().is_none_or(|first| self.passable(first, now));
+        }
+        ahead.all(|w| self.passable(w, now))
     }
 
     /// Whether a request of `owner` for `mask`, placed at `position` in the
@@ -902,7 +1023,11 @@ impl State {
     /// fact pass the stuck one ahead of it; the requester then passes it
     /// too, which never makes anyone wait for ever: the requester only
     /// passes waiters that wait for it.
-    fn may_pass(&self, owner: &Owner, mask: LockMask, position: usize) -> bool {
+    ///
+    /// A request for a single lock also passes the waiters it may barge
+    /// past ([`Self::passable`]).
+    fn may_pass(&self, owner: &Owner, mask: LockMask, position: usize, now: i64) -> bool {
+        let single = mask.is_power_of_two();
         let mut waits_for_owner = self.held_by(owner);
         loop {
             let mut stuck: LockMask = 0;
@@ -919,7 +1044,7 @@ impl State {
                         waits_for_owner |= theirs;
                         grew = true;
                     }
-                } else if at < position {
+                } else if at < position && !(single && self.passable(waiter, now)) {
                     ahead |= waiter.mask;
                 }
             }
@@ -981,14 +1106,25 @@ impl State {
     /// Adds `waiter` at the back of the queue. Other waiters may now pass
     /// earlier ones that wait for this waiter's file ([`Self::may_pass`]):
     /// they are granted, to be woken when the mutex is released.
+    ///
+    /// A free lock of the waiter that poll places want was left free for
+    /// them (or one of them is past the bound and its poller has not tried
+    /// yet): now that someone waits behind them, or a set makes them
+    /// strict, the first that may no longer be passed gets it, kept for its
+    /// poller, so that a sleeper behind it has a lease to watch.
     fn enqueue(&mut self, waiter: Arc<Waiter>) -> Result<(), AcquireError> {
         let mask = waiter.mask;
+        let set = !mask.is_power_of_two();
         let owner = waiter.owner.clone();
         self.queue
             .push_back(waiter, GFP_KERNEL)
             .map_err(|_| AcquireError::NoMemory)?;
         for i in indices(mask) {
-            self.slots[i].waiters += 1;
+            let slot = &mut self.slots[i];
+            slot.waiters += 1;
+            if set {
+                slot.sets += 1;
+            }
         }
         self.wanted |= mask;
         let counts = owner.record.counts.access_mut(self);
@@ -996,6 +1132,10 @@ impl State {
         if counts.held != 0 {
             self.waiting_holders += 1;
             self.let_holders_pass();
+        }
+        let free = mask & !self.held;
+        if indices(free).any(|i| self.slots[i].polls > 0) {
+            self.hand_off(free);
         }
         if !self.polls.is_empty() {
             self.assign_watches();
@@ -1006,11 +1146,15 @@ impl State {
     fn forget_waiter_at(&mut self, position: usize) -> Option<Arc<Waiter>> {
         let waiter = self.queue.remove(position)?;
         let poll = waiter.lease.access(self).is_some();
+        let set = !waiter.mask.is_power_of_two();
         for i in indices(waiter.mask) {
             let slot = &mut self.slots[i];
             slot.waiters -= 1;
             if poll {
                 slot.polls -= 1;
+            }
+            if set {
+                slot.sets -= 1;
             }
             if slot.waiters == 0 {
                 self.wanted &= !bit(i);
@@ -1071,18 +1215,36 @@ impl State {
     /// soon as each of them is held again or wanted by a waiter that is still
     /// queued ahead of the rest. Waiters whose files hold locks may also
     /// pass earlier ones ([`Self::let_holders_pass`]).
+    ///
+    /// A poll place under the bound is passed over ([`Self::passable`]):
+    /// it stays queued and blocks nobody, and its lock goes to the next
+    /// waiter, or stays free for whoever runs first. When only such places
+    /// want a lock, the scan stops for it at the first (the others are
+    /// younger), so a release costs the same with a thousand pollers.
     fn hand_off(&mut self, freed: LockMask) {
         if self.gone {
             return;
         }
+        let now = monotonic_ns();
         let mut blocked: LockMask = 0;
+        // Locks left free for the poll places that want them.
+        let mut left: LockMask = 0;
         let mut position = 0;
-        while freed & !(self.held | blocked) != 0 {
-            let Some(mask) = self.queue.get(position).map(|w| w.mask) else {
+        while freed & !(self.held | blocked | left) != 0 {
+            let Some(waiter) = self.queue.get(position) else {
                 break;
             };
+            let mask = waiter.mask;
             if mask & (self.held | blocked) != 0 {
                 blocked |= mask;
+                position += 1;
+                continue;
+            }
+            if self.passable(waiter, now) {
+                let slot = &self.slots[mask.trailing_zeros() as usize];
+                if slot.waiters == slot.polls {
+                    left |= mask;
+                }
                 position += 1;
                 continue;
             }
@@ -1105,6 +1267,10 @@ impl State {
         if self.gone {
             return;
         }
+        if self.waiting_holders == 0 {
+            return;
+        }
+        let now = monotonic_ns();
         let mut position = 0;
         while self.waiting_holders > 0 {
             let Some(waiter) = self.queue.get(position) else {
@@ -1112,7 +1278,7 @@ impl State {
             };
             let passes = waiter.mask & self.held == 0
                 && self.held_by(&waiter.owner) != 0
-                && self.may_pass(&waiter.owner, waiter.mask, position);
+                && self.may_pass(&waiter.owner, waiter.mask, position, now);
             if !passes {
                 position += 1;
                 continue;
@@ -1213,9 +1379,27 @@ impl State {
 
     /// A try of the file that has `place` (for the same locks, taken out of
     /// its parked places): the locks if they were granted to the place
-    /// meanwhile, else `Busy`, the place staying with a new lease (a
-    /// stopped call's place becomes a poll place).
+    /// meanwhile, or if they are free and nobody ahead of it that it may
+    /// not pass wants them (a place passed over under the bound left them
+    /// free), else `Busy`, the place staying with a new lease (a stopped
+    /// call's place becomes a poll place).
     fn try_place(&mut self, place: &Arc<Waiter>, now: i64) -> Result<Acquired, AcquireError> {
+        if place.grant.access(self).is_none() && place.mask & self.held == 0 {
+            let position = self.queue.iter().position(|w| Arc::ptr_eq(w, place));
+            if let Some(position) = position {
+                let first = self
+                    .queue
+                    .iter()
+                    .take(position)
+                    .all(|w| w.mask & place.mask == 0);
+                if first || self.may_barge(place.mask, position, now) {
+                    return Ok(self.take_place(place, position, now));
+                }
+                // Its free locks are for waiters ahead that it may not
+                // pass: they get them now.
+                self.hand_off(place.mask & !self.held);
+            }
+        }
         if let Some(grant) = *place.grant.access(self) {
             self.claim_place(place);
             let waited_ns = u64::try_from(now - place.queued_ns).unwrap_or(0);
@@ -1243,9 +1427,29 @@ impl State {
         Err(AcquireError::Busy { holder_pid })
     }
 
+    /// The try of the file that has `place`, queued at `position` and
+    /// free to take its locks, takes them.
+    fn take_place(&mut self, place: &Arc<Waiter>, position: usize, now: i64) -> Acquired {
+        let _ = self.forget_waiter_at(position);
+        self.forget_place(place);
+        *place.lease.access_mut(self) = None;
+        let owner_died = self.grant(&place.owner, place.mask, place.who.clone(), now);
+        // Its file holds more now: its other queued requests, and those of
+        // files waiting on it, may pass more.
+        self.let_holders_pass();
+        let waited_ns = u64::try_from(now - place.queued_ns).unwrap_or(0);
+        self.record_wait(place.mask, waited_ns);
+        Acquired {
+            owner_died,
+            waited_ns,
+        }
+    }
+
     /// A blocking call takes up `place` (taken out of its file's parked
     /// places): a poll place becomes an ordinary waiter, and locks kept
-    /// for it become a grant, counted now.
+    /// for it become a grant, counted now. One that was passed over may
+    /// find its locks free: as a sleeper it is passed over no more, and
+    /// gets them unless a waiter ahead that it may not pass wants them.
     fn claim_place(&mut self, place: &Arc<Waiter>) {
         if place.lease.access_mut(self).take().is_none() {
             return;
@@ -1258,6 +1462,10 @@ impl State {
         } else {
             for i in indices(place.mask) {
                 self.slots[i].polls -= 1;
+            }
+            let free = place.mask & !self.held;
+            if free != 0 {
+                self.hand_off(free);
             }
         }
     }

@@ -4,6 +4,7 @@
 
 use crate::{
     arbiter::{
+        handoff_ns_of_us,
         Arbiter,
         OwnerId,
         POLL_LEASE_NS, //
@@ -142,7 +143,8 @@ impl Card {
         function: CardFunction,
         power: impl PinInit<CardPower>,
     ) -> Result<impl PinInit<Self>> {
-        let arbiter = Arbiter::new(POLL_LEASE_NS)?;
+        let handoff_ns = handoff_ns_of_us(crate::module_parameters::handoff_us.value());
+        let arbiter = Arbiter::new(POLL_LEASE_NS, handoff_ns)?;
         let tlb = TlbPool::new(layout)?;
         Ok(pin_init!(Self {
             ordinal,

@@ -3,12 +3,22 @@
 //! `/sys/kernel/debug/tenstorrent/N/waiters`: the waiters of card N.
 //!
 //! One line per lock that has waiters, its name then the waiters' pids in
-//! the order they will be granted; then the whole queue, one request per
-//! line, with every lock it asks for.
+//! arrival order (the order they will be granted, but that a poller's
+//! place under the hand-off bound may be passed); then the whole queue, one
+//! request per line, with every lock it asks for.
 //!
 //! `/sys/kernel/debug/tenstorrent/N/smc_timeout_ms`: how long card N's
 //! firmware has to answer a message (src/smc.rs), read and written as a
 //! decimal number of milliseconds; for tests.
+//!
+//! `/sys/kernel/debug/tenstorrent/N/handoff_us`: card N's lock hand-off
+//! bound (src/arbiter.rs), read and written as a decimal number of
+//! microseconds; 0 is strict FIFO. Starts at the module parameter
+//! `handoff_us`.
+//!
+//! `/sys/kernel/debug/tenstorrent/N/poll_lease_ms`: how long a failed
+//! lock try keeps its place in card N's queue, in milliseconds (20 by
+//! default); for tests, which make it longer than themselves.
 //!
 //! `/sys/kernel/debug/tenstorrent/N/mappings`: what each open file of card
 //! N holds, tt-kmd 2.10's diagnostic view (its `mappings` file, whose
@@ -181,13 +191,35 @@ fn show_smc_timeout(card: &Arc<Card>, f: &mut fmt::Formatter<'_>) -> fmt::Result
     writeln!(f, "{}", card.smc.timeout_ms())
 }
 
-fn store_smc_timeout(card: &Arc<Card>, reader: &mut UserSliceReader) -> Result {
+/// The decimal number written to a settings file.
+fn read_number(reader: &mut UserSliceReader) -> Result<u32> {
     let mut buf = [0u8; 16];
     let len = reader.len().min(buf.len());
     reader.read_slice(&mut buf[..len])?;
     let text = core::str::from_utf8(&buf[..len]).map_err(|_| EINVAL)?;
-    let ms = text.trim().parse::<u32>().map_err(|_| EINVAL)?;
-    card.smc.set_timeout_ms(ms);
+    text.trim().parse::<u32>().map_err(|_| EINVAL)
+}
+
+fn store_smc_timeout(card: &Arc<Card>, reader: &mut UserSliceReader) -> Result {
+    card.smc.set_timeout_ms(read_number(reader)?);
+    Ok(())
+}
+
+fn show_handoff(card: &Arc<Card>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "{}", card.arbiter.handoff_us())
+}
+
+fn store_handoff(card: &Arc<Card>, reader: &mut UserSliceReader) -> Result {
+    card.arbiter.set_handoff_us(read_number(reader)?);
+    Ok(())
+}
+
+fn show_lease(card: &Arc<Card>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "{}", card.arbiter.poll_lease_ms())
+}
+
+fn store_lease(card: &Arc<Card>, reader: &mut UserSliceReader) -> Result {
+    card.arbiter.set_poll_lease_ms(read_number(reader)?);
     Ok(())
 }
 
@@ -197,6 +229,8 @@ pub(crate) struct CardDebugfs {
     _waiters: Pin<KBox<debugfs::File<Waiters>>>,
     _mappings: Pin<KBox<debugfs::File<Mappings>>>,
     _smc_timeout: Pin<KBox<debugfs::File<Arc<Card>>>>,
+    _handoff: Pin<KBox<debugfs::File<Arc<Card>>>>,
+    _lease: Pin<KBox<debugfs::File<Arc<Card>>>>,
     _dir: debugfs::Dir,
 }
 
@@ -223,10 +257,30 @@ impl CardDebugfs {
             ),
             GFP_KERNEL,
         )?;
+        // The locks' hand-off bound: tests make it huge (barging always
+        // allowed) or 0 (strict FIFO), so that their outcome does not
+        // depend on how fast the machine runs.
+        let handoff = KBox::pin_init(
+            dir.read_write_callback_file(
+                c"handoff_us",
+                card.clone(),
+                &show_handoff,
+                &store_handoff,
+            ),
+            GFP_KERNEL,
+        )?;
+        // The poll places' lease: tests make it longer than themselves, so
+        // that a poller's place is there when they need it.
+        let lease = KBox::pin_init(
+            dir.read_write_callback_file(c"poll_lease_ms", card.clone(), &show_lease, &store_lease),
+            GFP_KERNEL,
+        )?;
         Ok(Self {
             _waiters: waiters,
             _mappings: mappings,
             _smc_timeout: smc_timeout,
+            _handoff: handoff,
+            _lease: lease,
             _dir: dir,
         })
     }

@@ -147,6 +147,13 @@ module! {
             description: "MiB of pinned pages (PIN_PAGES) all files of a card may hold together, \
                 besides each process's RLIMIT_MEMLOCK; 0: no limit of the card's own",
         },
+        handoff_us: u32 {
+            default: 2000,
+            description: "Hand-off bound of the locks, in microseconds: a caller may take a free \
+                lock ahead of a poller that has waited less, never ahead of one that waited \
+                longer, nor ahead of a sleeping waiter or a lock set; 0 = strict FIFO. Per card \
+                in debugfs (tenstorrent/N/handoff_us)",
+        },
         emulated_tlb_layout: u32 {
             default: 0,
             description: "TLB window layout of devices that are neither Wormhole nor Blackhole \

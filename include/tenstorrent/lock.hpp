@@ -209,9 +209,10 @@ public:
 			detail::throw_errno(e, "tenstorrent lock");
 	}
 
-	// Takes the locks if free and nobody is queued (no barging); false if
-	// busy (holder_pid() says who holds the first busy one). A try that
-	// fails while others are queued holds a place for a short lease (20 ms),
+	// Takes the locks if free and nobody is queued that may not be passed
+	// (only pollers under the hand-off bound may be); false if busy
+	// (holder_pid() says who holds the first busy one). A try that fails
+	// while others are queued holds a place for a short lease (20 ms),
 	// renewed by the next try: a polling caller is served in its turn.
 	bool try_lock()
 	{

@@ -18,8 +18,20 @@ use crate::wait::{
 /// (an emulator under load) runs it.
 const TEST_LEASE_NS: i64 = 3_600 * 1_000_000_000;
 
+/// A hand-off bound longer than any test runs: every poll place is under
+/// it, however slowly the machine runs the test.
+const HUGE_BOUND_NS: i64 = 3_600 * 1_000_000_000;
+
+/// A card whose locks are handed off in strict FIFO order (a bound of 0):
+/// the tests of the queue's order, which must not depend on how long
+/// their steps take.
 fn new_arbiter() -> Result<Pin<KBox<Arbiter>>> {
-    KBox::pin_init(Arbiter::new(TEST_LEASE_NS)?, GFP_KERNEL)
+    new_arbiter_with_bound(0)
+}
+
+/// A card with the hand-off bound `handoff_ns`.
+fn new_arbiter_with_bound(handoff_ns: i64) -> Result<Pin<KBox<Arbiter>>> {
+    KBox::pin_init(Arbiter::new(TEST_LEASE_NS, handoff_ns)?, GFP_KERNEL)
 }
 
 fn owner(a: &Arbiter) -> Owner {
@@ -42,11 +54,47 @@ fn queue(a: &Arbiter, who: &Owner, mask: LockMask) -> Result<Arc<Waiter>> {
         .new_waiter(who, mask, Requester::current(), monotonic_ns())
         .map_err(|_| ENOMEM)?;
     let mut state = a.state.lock();
-    if !state.is_blocked(who, mask) {
+    if !state.is_blocked(who, mask, monotonic_ns()) {
         return Err(EINVAL);
     }
     state.enqueue(waiter.clone()).map_err(|_| ENOMEM)?;
     Ok(waiter)
+}
+
+/// Queues a blocking request as [`queue`] does, as if it had queued at
+/// `queued_ns` (a test of the bound chooses how long it has waited).
+fn queue_at(a: &Arbiter, who: &Owner, mask: LockMask, queued_ns: i64) -> Result<Arc<Waiter>> {
+    let waiter = a
+        .new_waiter(who, mask, Requester::current(), queued_ns)
+        .map_err(|_| ENOMEM)?;
+    let mut state = a.state.lock();
+    if !state.is_blocked(who, mask, monotonic_ns()) {
+        return Err(EINVAL);
+    }
+    state.enqueue(waiter.clone()).map_err(|_| ENOMEM)?;
+    Ok(waiter)
+}
+
+/// The poll place a failed try leaves, as if that poller's first failed
+/// try had been at `queued_ns`.
+fn place_at(a: &Arbiter, who: &Owner, mask: LockMask, queued_ns: i64) -> Result<Arc<Waiter>> {
+    let place = a
+        .new_waiter(who, mask, Requester::current(), queued_ns)
+        .map_err(|_| ENOMEM)?;
+    let mut state = a.state.lock();
+    let now = monotonic_ns();
+    if !state.is_blocked(who, mask, now) {
+        return Err(EINVAL);
+    }
+    state.add_poll_place(place.clone(), now);
+    if !state.polls.iter().any(|w| Arc::ptr_eq(w, &place)) {
+        return Err(ENOMEM);
+    }
+    Ok(place)
+}
+
+fn holder_of(a: &Arbiter, index: usize) -> Option<OwnerId> {
+    a.state.lock().slots[index].holder.as_ref().map(|h| h.owner)
 }
 
 fn grant_of(a: &Arbiter, waiter: &Waiter) -> Option<LockMask> {
@@ -483,7 +531,7 @@ mod tests {
         assert!(ctl.is_ok());
         a.release(&j, bit(16))?;
         assert_eq!(queue(&a, &j, bit(16)).err(), Some(EINVAL));
-        assert!(!a.state.lock().is_blocked(&j, bit(16)));
+        assert!(!a.state.lock().is_blocked(&j, bit(16), monotonic_ns()));
         // The set still waits for 20 only, and gets both once J is done.
         assert!(grant_of(&a, &set).is_none());
         a.release_all(&j);
@@ -842,6 +890,289 @@ mod tests {
         let hp = a.holdings(&p)?;
         assert!(hp.held.is_empty() && hp.waiting.is_empty());
         for o in [&x, &y, &z, &p] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
+
+    // ---- the hand-off bound: bounded barging past poll places ----------
+    //
+    // A failed try leaves a place only while others are queued for the
+    // lock, so each test first queues a sleeper `s0` that takes the lock
+    // from its first holder.
+
+    #[test]
+    fn under_the_bound_a_released_lock_is_free_for_whoever_runs_first() -> Result {
+        let a = new_arbiter_with_bound(HUGE_BOUND_NS)?;
+        let (x, s0, p, q, z) = (owner(&a), owner(&a), owner(&a), owner(&a), owner(&a));
+        take(&a, &x, bit(40)).map_err(|_| EINVAL)?;
+        let first = queue(&a, &s0, bit(40))?;
+        assert!(matches!(
+            take(&a, &p, bit(40)),
+            Err(AcquireError::Busy { .. })
+        ));
+        assert!(matches!(
+            take(&a, &q, bit(40)),
+            Err(AcquireError::Busy { .. })
+        ));
+        a.release(&x, bit(40))?;
+        assert!(grant_of(&a, &first).is_some());
+        assert_eq!(waiters(&a, 40), 2);
+        // The release keeps nothing for the places (the lock would stand
+        // idle until a poller's next try) and wakes nobody.
+        {
+            let mut state = a.state.lock();
+            state.release_locks(&s0, bit(40), false);
+            assert!(state.wakeups.is_empty());
+            assert!(state.slots[40].holder.is_none());
+            assert!(state.polls.iter().all(|w| w.grant.access(&state).is_none()));
+        }
+        assert_eq!(waiters(&a, 40), 2);
+        // A caller that runs takes it ahead of both places, which stay.
+        let got = take(&a, &z, bit(40)).map_err(|_| EINVAL)?;
+        assert_eq!(got.waited_ns, 0);
+        assert!(holder_is(&a, 40, &z));
+        assert_eq!(waiters(&a, 40), 2);
+        a.release(&z, bit(40))?;
+        // The second poller's next try takes it too: the first is under
+        // the bound as well.
+        assert!(take(&a, &q, bit(40)).is_ok());
+        assert!(holder_is(&a, 40, &q));
+        assert_eq!(waiters(&a, 40), 1);
+        a.release(&q, bit(40))?;
+        assert!(take(&a, &p, bit(40)).is_ok());
+        assert_eq!(waiters(&a, 40), 0);
+        assert!(a.state.lock().polls.is_empty());
+        // x, s0, z, q, p; the places' grants count as contended.
+        let stats = a.query(None, 40)?.stats;
+        assert_eq!((stats.acquisitions, stats.contended), (5, 2));
+        for o in [&x, &s0, &p, &q, &z] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn past_the_bound_a_poller_is_passed_only_by_those_ahead() -> Result {
+        // y (a sleeper) queued 2 s ago, p's place 1 s ago, w just now; the
+        // bound is 1 ms, so y and p are past it: strict order from here.
+        let a = new_arbiter_with_bound(1_000_000)?;
+        let (x, y, p, w, z) = (owner(&a), owner(&a), owner(&a), owner(&a), owner(&a));
+        take(&a, &x, bit(41)).map_err(|_| EINVAL)?;
+        let now = monotonic_ns();
+        let ahead = queue_at(&a, &y, bit(41), now - 2_000_000_000)?;
+        let place = place_at(&a, &p, bit(41), now - 1_000_000_000)?;
+        let behind = queue(&a, &w, bit(41))?;
+        a.release(&x, bit(41))?;
+        assert!(grant_of(&a, &ahead).is_some());
+        a.release(&y, bit(41))?;
+        // Kept for the poller: not for the sleeper behind it, not for a
+        // caller that runs.
+        assert!(holder_is(&a, 41, &p));
+        assert!(place.grant.access(&a.state.lock()).is_some());
+        assert!(grant_of(&a, &behind).is_none());
+        assert!(matches!(
+            take(&a, &z, bit(41)),
+            Err(AcquireError::Busy { .. })
+        ));
+        assert!(take(&a, &p, bit(41)).is_ok());
+        a.release(&p, bit(41))?;
+        assert!(grant_of(&a, &behind).is_some());
+        for o in [&x, &y, &p, &w, &z] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_place_that_passes_the_bound_with_its_lock_free_is_served_first() -> Result {
+        // Passed over when released (under the bound), then past it while
+        // the lock is still free: a caller that runs is refused, and the
+        // poller's next try gets it.
+        let a = new_arbiter_with_bound(HUGE_BOUND_NS)?;
+        let (x, p, z) = (owner(&a), owner(&a), owner(&a));
+        take(&a, &x, bit(42)).map_err(|_| EINVAL)?;
+        let place = place_at(&a, &p, bit(42), monotonic_ns() - 1_000_000_000)?;
+        a.release(&x, bit(42))?;
+        assert_eq!(holder_of(&a, 42), None);
+        a.state.lock().handoff_ns = 1_000_000;
+        assert!(matches!(
+            take(&a, &z, bit(42)),
+            Err(AcquireError::Busy { .. })
+        ));
+        // z's failed try queued a place behind p's: the lock is kept for p.
+        assert!(holder_is(&a, 42, &p));
+        assert!(place.grant.access(&a.state.lock()).is_some());
+        assert!(take(&a, &p, bit(42)).is_ok());
+        for o in [&x, &p, &z] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_bound_of_zero_is_strict_fifo() -> Result {
+        let a = new_arbiter_with_bound(0)?;
+        let (x, s0, p, z) = (owner(&a), owner(&a), owner(&a), owner(&a));
+        take(&a, &x, bit(43)).map_err(|_| EINVAL)?;
+        queue(&a, &s0, bit(43))?;
+        assert!(take(&a, &p, bit(43)).is_err());
+        a.release(&x, bit(43))?;
+        a.release(&s0, bit(43))?;
+        assert!(holder_is(&a, 43, &p));
+        assert!(matches!(
+            take(&a, &z, bit(43)),
+            Err(AcquireError::Busy { .. })
+        ));
+        assert!(take(&a, &p, bit(43)).is_ok());
+        a.release_all(&p);
+        // Setting 0 on a card whose lock was left free for a place under
+        // the bound keeps it for that place at once.
+        a.set_handoff_us(u32::MAX);
+        assert_eq!(a.handoff_us(), u64::from(u32::MAX));
+        take(&a, &x, bit(43)).map_err(|_| EINVAL)?;
+        queue(&a, &s0, bit(43))?;
+        assert!(take(&a, &p, bit(43)).is_err());
+        a.release(&x, bit(43))?;
+        a.release(&s0, bit(43))?;
+        assert_eq!(holder_of(&a, 43), None);
+        a.set_handoff_us(0);
+        assert_eq!(a.handoff_us(), 0);
+        assert!(holder_is(&a, 43, &p));
+        assert!(matches!(
+            take(&a, &z, bit(43)),
+            Err(AcquireError::Busy { .. })
+        ));
+        for o in [&x, &s0, &p, &z] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_sleeper_is_handed_the_lock_ahead_of_a_place_under_the_bound() -> Result {
+        let a = new_arbiter_with_bound(HUGE_BOUND_NS)?;
+        let (x, s0, p, y) = (owner(&a), owner(&a), owner(&a), owner(&a));
+        take(&a, &x, bit(44)).map_err(|_| EINVAL)?;
+        queue(&a, &s0, bit(44))?;
+        assert!(take(&a, &p, bit(44)).is_err());
+        let sleeper = queue(&a, &y, bit(44))?;
+        a.release(&x, bit(44))?;
+        let mut state = a.state.lock();
+        state.release_locks(&s0, bit(44), false);
+        // One wake-up, of the waiter it grants: the lock is never left free
+        // while someone sleeps for it.
+        let woken: KVec<bool> = {
+            let mut v = KVec::new();
+            for waiter in state.wakeups.iter() {
+                v.push(Arc::ptr_eq(waiter, &sleeper), GFP_KERNEL)?;
+            }
+            v
+        };
+        assert_eq!(&woken[..], &[true]);
+        drop(state);
+        assert!(holder_is(&a, 44, &y));
+        assert!(matches!(
+            take(&a, &p, bit(44)),
+            Err(AcquireError::Busy { .. })
+        ));
+        a.release(&y, bit(44))?;
+        assert!(take(&a, &p, bit(44)).is_ok());
+        for o in [&x, &s0, &p, &y] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_passed_place_taken_up_by_a_blocking_call_gets_the_free_lock() -> Result {
+        let a = new_arbiter_with_bound(HUGE_BOUND_NS)?;
+        let (x, s0, p) = (owner(&a), owner(&a), owner(&a));
+        take(&a, &x, bit(45)).map_err(|_| EINVAL)?;
+        queue(&a, &s0, bit(45))?;
+        assert!(take(&a, &p, bit(45)).is_err());
+        a.release(&x, bit(45))?;
+        a.release(&s0, bit(45))?;
+        assert_eq!(holder_of(&a, 45), None);
+        // Its blocking call of the same lock must not sleep on a free lock
+        // (a deadline, so that a mistake fails instead of hanging).
+        let deadline = Wait::Until(monotonic_ns() + 1_000_000_000);
+        let got = a.acquire(&p, bit(45), Requester::current(), deadline, Reentry::Wait);
+        assert!(got.is_ok());
+        assert!(holder_is(&a, 45, &p));
+        assert_eq!(waiters(&a, 45), 0);
+        for o in [&x, &s0, &p] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn lock_sets_neither_barge_nor_are_barged() -> Result {
+        let a = new_arbiter_with_bound(HUGE_BOUND_NS)?;
+        let (x, s0, p, q, s, z) = (
+            owner(&a),
+            owner(&a),
+            owner(&a),
+            owner(&a),
+            owner(&a),
+            owner(&a),
+        );
+        // A set does not pass a poll place under the bound (a single lock
+        // would), and once a set waits for its lock the place is strict:
+        // the lock is kept for it.
+        take(&a, &x, bit(46)).map_err(|_| EINVAL)?;
+        queue(&a, &s0, bit(46))?;
+        assert!(take(&a, &p, bit(46)).is_err());
+        a.release(&x, bit(46))?;
+        a.release(&s0, bit(46))?;
+        assert_eq!(holder_of(&a, 46), None);
+        assert!(matches!(
+            take(&a, &z, bit(46) | bit(47)),
+            Err(AcquireError::Busy { .. })
+        ));
+        assert_eq!(holder_of(&a, 47), None);
+        assert!(holder_is(&a, 46, &p));
+        a.release_all(&z);
+        assert!(take(&a, &p, bit(46)).is_ok());
+        a.release_all(&p);
+        assert_eq!(waiters(&a, 46), 0);
+
+        // A set queued behind a place: the release keeps the lock for the
+        // place, not for the set, not for a caller that runs.
+        take(&a, &x, bit(46)).map_err(|_| EINVAL)?;
+        queue(&a, &s0, bit(46))?;
+        assert!(take(&a, &p, bit(46)).is_err());
+        let set = queue(&a, &s, bit(46) | bit(47))?;
+        a.release(&x, bit(46))?;
+        a.release(&s0, bit(46))?;
+        assert!(holder_is(&a, 46, &p));
+        assert!(grant_of(&a, &set).is_none());
+        assert!(matches!(
+            take(&a, &z, bit(46)),
+            Err(AcquireError::Busy { .. })
+        ));
+        a.release_all(&z);
+        assert!(take(&a, &p, bit(46)).is_ok());
+        a.release(&p, bit(46))?;
+        assert!(grant_of(&a, &set).is_some());
+        a.release_all(&s);
+        a.release_all(&p);
+
+        // A set's own poll place is never passed, even under the bound.
+        take(&a, &x, bit(46)).map_err(|_| EINVAL)?;
+        queue(&a, &s0, bit(46))?;
+        assert!(take(&a, &q, bit(46) | bit(47)).is_err());
+        assert!(matches!(
+            take(&a, &z, bit(47)),
+            Err(AcquireError::Busy { .. })
+        ));
+        a.release_all(&z);
+        a.release(&x, bit(46))?;
+        a.release(&s0, bit(46))?;
+        assert!(holder_is(&a, 46, &q) && holder_is(&a, 47, &q));
+        assert!(take(&a, &q, bit(46) | bit(47)).is_ok());
+        for o in [&x, &s0, &p, &q, &s, &z] {
             a.release_all(o);
         }
         Ok(())

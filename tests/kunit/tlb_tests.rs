@@ -19,7 +19,7 @@ fn pool(layout: Layout) -> Result<Pin<KBox<TlbPool>>> {
 }
 
 fn owners() -> Result<Pin<KBox<Arbiter>>> {
-    KBox::pin_init(Arbiter::new(POLL_LEASE_NS)?, GFP_KERNEL)
+    KBox::pin_init(Arbiter::new(POLL_LEASE_NS, 0)?, GFP_KERNEL)
 }
 
 fn take(p: &TlbPool, owner: OwnerId, size: u64) -> Result<Window, TlbError> {

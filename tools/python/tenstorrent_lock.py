@@ -166,10 +166,11 @@ class Error(OSError):
 
 class Busy(Error):
     """EBUSY: a non-blocking request (``blocking=False``) and the lock is
-    held, or someone is queued (no barging); ``holder_pid`` (0 if none or
-    not visible in this pid namespace). A try that fails while others are
-    queued holds a place for a short lease, renewed by the next try, so a
-    polling caller is served in its turn."""
+    held, or someone is queued that may not be passed (only pollers under
+    the hand-off bound may be); ``holder_pid`` (0 if none or not visible in
+    this pid namespace). A try that fails while others are queued holds a
+    place for a short lease, renewed by the next try, so a polling caller
+    is served in its turn."""
 
     default_errno = _errno.EBUSY
 

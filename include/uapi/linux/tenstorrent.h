@@ -37,13 +37,20 @@
  * Pollers are served too: a try (LOCK_CTL ACQUIRE, NONBLOCK ACQUIRE or
  * ACQUIRE_SET) that fails while others are queued for its locks leaves a
  * poll place in the queue for 20 ms, renewed by the same file's next try of
- * the same locks (any other lock command of the file gives it up). A release that reaches a live place keeps the locks for
- * that file (QUERY shows it as the holder) until its next try takes them,
- * or until the lease ends and they go to the next waiter. So a poller that
- * tries at least every 20 ms (UMD tries every 1 ms) is served in its turn,
- * after at most one grant to each request queued before its place, and one
- * that stops trying delays the others by at most 20 ms. Poll places are not
- * counted in QUERY's `waiters`.
+ * the same locks (any other lock command of the file gives it up). While
+ * the place has waited (since its first failed try) less than the card's
+ * hand-off bound (module parameter handoff_us, 2 ms; 0 is strict FIFO), it
+ * reserves nothing: a release that reaches it hands the lock to the
+ * sleeping waiter behind it or leaves it free, and whoever asks first
+ * takes it (the poller's next try included). Once it has waited longer, a
+ * release that reaches it keeps the locks for that file (QUERY shows it as
+ * the holder) until its next try takes them, or until the lease ends and
+ * they go to the next waiter; nobody passes it. So a poller that tries at
+ * least every 20 ms (UMD tries every 1 ms) is served, at the latest once
+ * past the bound, after at most one grant to each request queued before
+ * its place, and one that stops trying delays the others by at most 20 ms.
+ * Sleeping waiters and lock sets are never passed, and a set passes no
+ * poll place. Poll places are not counted in QUERY's `waiters`.
  *
  * A command that takes a lock or a TLB window and then cannot write its
  * answer back (EFAULT) gives the lock or window back at once: the caller
@@ -334,7 +341,9 @@ struct tenstorrent_configure_tlb {
  * unless NONBLOCK or DEADLINE. A deadline already past is checked like a
  * try, and gives ETIMEDOUT where a try gives EBUSY.
  * Errors:
- *   EBUSY	NONBLOCK and the lock is held or someone is queued for it;
+ *   EBUSY	NONBLOCK and the lock is held or someone is queued for it
+ *		that may not be passed (a sleeping waiter, a set, a poller
+ *		past the hand-off bound);
  *		holder_pid tells who holds it (written back)
  *   ETIMEDOUT	DEADLINE and not granted by the deadline: never before it,
  *		also when it had passed before the call or while the caller
@@ -417,8 +426,8 @@ struct tenstorrent_lock_query {
 	 * out: returns of a waiter of this lock from its sleep that found
 	 * nothing to act on: no grant, no signal, no deadline, the card
 	 * still there; whoever woke it (the driver, a late wake-up of the
-	 * scheduler, a timer that fired early). FIFO hand-off wakes only
-	 * the granted waiter, so it stays near 0.
+	 * scheduler, a timer that fired early). A release wakes only the
+	 * waiter it grants to, so it stays near 0.
 	 */
 	__u64 spurious_wakeups;
 };

@@ -963,3 +963,340 @@ pub fn poller_gets_its_turn() -> TestResult {
     );
     ensure_free(&a, i)
 }
+
+// ---- the hand-off bound: bounded barging past pollers -----------------------------------
+
+/// A bound no scenario outlives (71 minutes): every poller is under it.
+pub(crate) const HUGE_BOUND_US: u32 = u32::MAX;
+
+const DEBUGFS_CARD0: &str = "/sys/kernel/debug/tenstorrent/0";
+
+/// A setting of card 0 in debugfs, changed for a scenario and put back
+/// when dropped.
+pub(crate) struct Setting {
+    path: String,
+    old: String,
+}
+
+impl Setting {
+    fn set(name: &str, value: u32) -> Result<Setting, String> {
+        let path = format!("{DEBUGFS_CARD0}/{name}");
+        let old = fs::read_to_string(&path).map_err(|e| format!("read {path}: {e}"))?;
+        let setting = Setting {
+            path,
+            old: old.trim().to_string(),
+        };
+        setting.change(value)?;
+        Ok(setting)
+    }
+
+    /// Card 0's hand-off bound `handoff_us`.
+    pub(crate) fn bound(us: u32) -> Result<Setting, String> {
+        Setting::set("handoff_us", us)
+    }
+
+    /// Card 0's poll lease `poll_lease_ms`: longer than a scenario, so that
+    /// a poller's place does not end between two of its steps however
+    /// slowly the machine runs them.
+    pub(crate) fn long_lease() -> Result<Setting, String> {
+        Setting::set("poll_lease_ms", 600_000)
+    }
+
+    pub(crate) fn change(&self, value: u32) -> TestResult {
+        write_file(&self.path, &value.to_string())?;
+        let now = fs::read_to_string(&self.path).map_err(|e| format!("read {}: {e}", self.path))?;
+        ensure_eq!(now.trim(), value.to_string(), "{} read back", self.path);
+        Ok(())
+    }
+}
+
+impl Drop for Setting {
+    fn drop(&mut self) {
+        let _ = fs::write(&self.path, &self.old);
+    }
+}
+
+/// Queues, on lock `i` that file `a` takes: a sleeper, then a poller whose
+/// failed LOCK_CTL try leaves a place behind it (others are queued), then,
+/// if `behind`, a sleeper behind that place. Checks the order in debugfs.
+pub(crate) fn sleeper_poller_sleeper(
+    a: &tt_arbiter::Device,
+    i: u32,
+    behind: bool,
+) -> Result<(Child, Child, Option<Child>), String> {
+    ctx(a.acquire(i, Wait::Try), "ACQUIRE")?;
+    let s0 = worker("sleeper ahead", 0)?;
+    s0.send(&format!("acquire {i}"))?;
+    wait_waiters(a, i, 1)?;
+    let mut p = worker("poller", 0)?;
+    let v = ok(&mut p, &format!("ctl {i} {}", abi::LOCK_CTL_ACQUIRE))?;
+    ensure_eq!(v[0], 0, "the poller's LOCK_CTL try of a held lock");
+    let mut order = vec![s0.pid as u32, p.pid as u32];
+    let s1 = if behind {
+        let s1 = worker("sleeper behind", 0)?;
+        s1.send(&format!("acquire {i}"))?;
+        // QUERY's waiters leave poll places out.
+        wait_waiters(a, i, 2)?;
+        order.push(s1.pid as u32);
+        Some(s1)
+    } else {
+        None
+    };
+    let queue = tt_arbiter::sysfs::Waiters::read(0).map_err(|e| format!("debugfs waiters: {e}"))?;
+    ensure_eq!(
+        queue.of(&i.to_string()).to_vec(),
+        order,
+        "lock {i}'s queue (sleeper, poller's place, sleeper)"
+    );
+    Ok((s0, p, s1))
+}
+
+/// The holder of lock `i` is `who` (pid), as QUERY shows it.
+pub(crate) fn holder_is(a: &tt_arbiter::Device, i: u32, who: &Child, what: &str) -> TestResult {
+    let q = query(a, i)?;
+    ensure!(
+        q.held && q.holder_pid == who.pid as u32,
+        "{what}: the lock must be held by pid {}: {q:?}",
+        who.pid
+    );
+    Ok(())
+}
+
+/// Under the bound (set huge), a poller's place reserves nothing: the
+/// release that reaches it hands the lock to the sleeper behind it, and
+/// when nobody sleeps a released lock stays free, so that a caller that
+/// runs takes it ahead of the queued poller (LOCK_CTL try and blocking
+/// ACQUIRE alike); the poller's next try then gets it. (Seen failing with
+/// the driver's `passable` always false, strict hand-off: the lock went to
+/// the poller's place, and the sleeper behind it still waited.)
+pub fn barging_under_the_bound() -> TestResult {
+    let i = 43;
+    let _lease = Setting::long_lease()?;
+    let _bound = Setting::bound(HUGE_BOUND_US)?;
+    let a = open(0)?;
+    let c = open(0)?;
+    ensure_free(&a, i)?;
+    let (mut s0, mut p, s1) = sleeper_poller_sleeper(&a, i, true)?;
+    let mut s1 = s1.ok_or("no sleeper behind")?;
+    ctx(a.release(bit(i)), "RELEASE")?;
+    holder_is(&a, i, &s0, "after the first release")?;
+    ok_reply(&mut s0, "acquire")?;
+    ok(&mut s0, &format!("release {:x}", bit(i)))?;
+    holder_is(
+        &a,
+        i,
+        &s1,
+        "the release reached the poller's place under the bound: the sleeper behind it",
+    )?;
+    ok_reply(&mut s1, "acquire")?;
+    ok(&mut s1, &format!("release {:x}", bit(i)))?;
+    let q = query(&a, i)?;
+    ensure!(!q.held, "nobody sleeps for it: it must be free: {q:?}");
+    let queue = tt_arbiter::sysfs::Waiters::read(0).map_err(|e| format!("debugfs waiters: {e}"))?;
+    ensure_eq!(
+        queue.of(&i.to_string()).to_vec(),
+        vec![p.pid as u32],
+        "lock {i}'s queue: the poller's place"
+    );
+    // A caller that runs takes it ahead of the queued poller, both ways.
+    ensure_eq!(
+        expect_ok(
+            lock_ctl(&c, i as u8, abi::LOCK_CTL_ACQUIRE),
+            "LOCK_CTL ACQUIRE"
+        )?,
+        1,
+        "LOCK_CTL try of the free lock with a poller queued under the bound"
+    );
+    ensure_eq!(
+        expect_ok(
+            lock_ctl(&c, i as u8, abi::LOCK_CTL_RELEASE),
+            "LOCK_CTL RELEASE"
+        )?,
+        1,
+        "LOCK_CTL RELEASE"
+    );
+    let (r, out) = acquire(&c, i, 0, 0);
+    expect_ok(r, "blocking ACQUIRE of the free lock with a poller queued")?;
+    ensure_eq!(out.waited_ns, 0, "waited_ns of a barging ACQUIRE");
+    ctx(c.release(bit(i)), "RELEASE")?;
+    // The poller's next try gets it.
+    let v = ok(&mut p, &format!("ctl {i} {}", abi::LOCK_CTL_ACQUIRE))?;
+    ensure_eq!(v[0], 1, "the poller's next try of the free lock");
+    ok(&mut p, &format!("ctl {i} {}", abi::LOCK_CTL_RELEASE))?;
+    for w in [s0, p, s1] {
+        finish(w)?;
+    }
+    ensure_free(&a, i)
+}
+
+/// Past the bound (1 µs, and the clock well past it), a poller is
+/// served in arrival order whatever runs: with two sleepers ahead of its
+/// place, one behind, and two processes polling the lock all along, the
+/// releases go to the two sleepers, then the lock is kept for the poller
+/// (its next try gets it), then to the sleeper behind; the two polling
+/// processes get nothing until then. This is the shape of the worst-case
+/// wait in src/arbiter.rs (`B + (n+1)(H+D) + p`): past `B`, only the `n`
+/// requests ahead pass it. (Seen failing with the driver's `passable`
+/// ignoring the age: the lock went to the sleeper behind the poller.)
+pub fn handoff_after_bound() -> TestResult {
+    let i = 44;
+    let _lease = Setting::long_lease()?;
+    let _bound = Setting::bound(1)?;
+    let a = open(0)?;
+    ensure_free(&a, i)?;
+    ctx(a.acquire(i, Wait::Try), "ACQUIRE")?;
+    let mut ahead = Vec::new();
+    for n in 0..2 {
+        let s = worker("sleeper ahead", 0)?;
+        s.send(&format!("acquire {i}"))?;
+        wait_waiters(&a, i, n + 1)?;
+        ahead.push(s);
+    }
+    let mut p = worker("poller", 0)?;
+    let v = ok(&mut p, &format!("ctl {i} {}", abi::LOCK_CTL_ACQUIRE))?;
+    ensure_eq!(v[0], 0, "the poller's LOCK_CTL try of a held lock");
+    let placed = now_ns();
+    let mut behind = worker("sleeper behind", 0)?;
+    behind.send(&format!("acquire {i}"))?;
+    wait_waiters(&a, i, 3)?;
+    // The condition is the clock: the place is past the 1 µs bound.
+    while now_ns() < placed + 2_000_000 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Words: 0 stop; 1 grants the polling processes got.
+    let shm = Shared::new(4096)?;
+    let s = &shm;
+    let mut pollers = Vec::new();
+    for k in 0..2 {
+        pollers.push(spawn(&format!("polling process {k}"), &[], move |link| {
+            let d = open(0)?;
+            link.send("ready")?;
+            while s.u64(0).load(SeqCst) == 0 {
+                if expect_ok(
+                    lock_ctl(&d, i as u8, abi::LOCK_CTL_ACQUIRE),
+                    "LOCK_CTL ACQUIRE",
+                )? == 1
+                {
+                    s.u64(1).fetch_add(1, SeqCst);
+                    expect_ok(
+                        lock_ctl(&d, i as u8, abi::LOCK_CTL_RELEASE),
+                        "LOCK_CTL RELEASE",
+                    )?;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        })?);
+    }
+    for w in pollers.iter_mut() {
+        w.expect("ready")?;
+    }
+    ctx(a.release(bit(i)), "RELEASE")?;
+    for (n, sleeper) in ahead.iter_mut().enumerate() {
+        holder_is(&a, i, sleeper, &format!("sleeper {n} ahead of the poller"))?;
+        ok_reply(sleeper, "acquire")?;
+        ok(sleeper, &format!("release {:x}", bit(i)))?;
+    }
+    holder_is(
+        &a,
+        i,
+        &p,
+        "the release reached the place past the bound: kept for the poller",
+    )?;
+    let v = ok(&mut p, &format!("ctl {i} {}", abi::LOCK_CTL_ACQUIRE))?;
+    ensure_eq!(v[0], 1, "the poller's next try");
+    ok(&mut p, &format!("ctl {i} {}", abi::LOCK_CTL_RELEASE))?;
+    holder_is(&a, i, &behind, "after the poller: the sleeper behind it")?;
+    ensure_eq!(
+        shm.u64(1).load(SeqCst),
+        0,
+        "grants of the polling processes, which came after the poller"
+    );
+    ok_reply(&mut behind, "acquire")?;
+    ok(&mut behind, &format!("release {:x}", bit(i)))?;
+    shm.u64(0).store(1, SeqCst);
+    crate::worker::wait_all(pollers)?;
+    for w in ahead {
+        finish(w)?;
+    }
+    finish(p)?;
+    finish(behind)?;
+    ensure_free(&a, i)
+}
+
+/// `handoff_us` 0 in debugfs is strict FIFO: the release that reaches a
+/// fresh poller's place keeps the lock for it, so a caller that runs is
+/// refused and the sleeper behind waits. And a lower bound takes effect at
+/// once: a lock left free for a poller under the old bound is kept for it
+/// when the bound becomes 0. (Seen failing with 0 taken as "no bound":
+/// the lock went to the sleeper behind the poller; and with the new bound
+/// applied only at the next request: the lock stayed free.)
+pub fn strict_handoff_setting() -> TestResult {
+    let i = 46;
+    let _lease = Setting::long_lease()?;
+    let bound = Setting::bound(0)?;
+    let a = open(0)?;
+    let c = open(0)?;
+    ensure_free(&a, i)?;
+    let (mut s0, mut p, s1) = sleeper_poller_sleeper(&a, i, true)?;
+    let mut s1 = s1.ok_or("no sleeper behind")?;
+    ctx(a.release(bit(i)), "RELEASE")?;
+    ok_reply(&mut s0, "acquire")?;
+    ok(&mut s0, &format!("release {:x}", bit(i)))?;
+    holder_is(&a, i, &p, "strict: the release reached the poller's place")?;
+    ensure_eq!(
+        expect_ok(
+            lock_ctl(&c, i as u8, abi::LOCK_CTL_ACQUIRE),
+            "LOCK_CTL ACQUIRE"
+        )?,
+        0,
+        "LOCK_CTL try of a lock kept for a poller"
+    );
+    ensure_eq!(query(&a, i)?.waiters, 1, "the sleeper behind still waits");
+    let v = ok(&mut p, &format!("ctl {i} {}", abi::LOCK_CTL_ACQUIRE))?;
+    ensure_eq!(v[0], 1, "the poller's next try");
+    ok(&mut p, &format!("ctl {i} {}", abi::LOCK_CTL_RELEASE))?;
+    holder_is(&a, i, &s1, "after the poller")?;
+    ok_reply(&mut s1, "acquire")?;
+    ok(&mut s1, &format!("release {:x}", bit(i)))?;
+    for w in [s0, p, s1] {
+        finish(w)?;
+    }
+    // c's failed try left a place: its next command gives it up.
+    expect_errno(
+        release(&c, bit(i)),
+        libc::EPERM,
+        "RELEASE of a lock not held",
+    )?;
+    ensure_free(&a, i)?;
+
+    // Left free under a huge bound, kept for the poller once it is 0.
+    bound.change(HUGE_BOUND_US)?;
+    let (mut s0, mut p, _) = sleeper_poller_sleeper(&a, i, false)?;
+    ctx(a.release(bit(i)), "RELEASE")?;
+    ok_reply(&mut s0, "acquire")?;
+    ok(&mut s0, &format!("release {:x}", bit(i)))?;
+    let q = query(&a, i)?;
+    ensure!(!q.held, "under the bound the lock is left free: {q:?}");
+    bound.change(0)?;
+    holder_is(&a, i, &p, "right after handoff_us became 0")?;
+    ensure_eq!(
+        expect_ok(
+            lock_ctl(&c, i as u8, abi::LOCK_CTL_ACQUIRE),
+            "LOCK_CTL ACQUIRE"
+        )?,
+        0,
+        "LOCK_CTL try of a lock kept for a poller"
+    );
+    let v = ok(&mut p, &format!("ctl {i} {}", abi::LOCK_CTL_ACQUIRE))?;
+    ensure_eq!(v[0], 1, "the poller's next try");
+    ok(&mut p, &format!("ctl {i} {}", abi::LOCK_CTL_RELEASE))?;
+    finish(s0)?;
+    finish(p)?;
+    expect_errno(
+        release(&c, bit(i)),
+        libc::EPERM,
+        "RELEASE of a lock not held",
+    )?;
+    ensure_free(&a, i)
+}

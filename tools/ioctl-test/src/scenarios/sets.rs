@@ -5,6 +5,7 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use tt_arbiter::{abi, Device, Wait};
 
+use super::locks::{holder_is, sleeper_poller_sleeper, Setting, HUGE_BOUND_US};
 use crate::util::*;
 use crate::worker::{finish, ok, ok_reply, worker};
 
@@ -83,9 +84,18 @@ pub fn all_or_nothing() -> TestResult {
 
 /// A holds 29; B queues for {29,30}; then 30 is free but B wants it: nobody
 /// may barge in (ACQUIRE, ACQUIRE_SET, LOCK_CTL ACQUIRE), and a later
-/// blocking waiter on 30 is served after B.
+/// blocking waiter on 30 is served after B. All of it with the hand-off
+/// bound huge, where a one-lock request may pass a poller's place: sets
+/// stay strict. Then a set does not barge past a poller's place either,
+/// where a one-lock request would, and makes that place strict. (Seen
+/// failing with the driver letting sets barge, `may_barge` without its
+/// one-lock check: the set try took the free lock; and with a queued set
+/// not making the places of its locks strict, `passable` without its
+/// `sets` check: the failed set try's place was granted lock 31.)
 pub fn arrival_order_no_barging() -> TestResult {
     let (x, y) = (29, 30);
+    let _lease = Setting::long_lease()?;
+    let _bound = Setting::bound(HUGE_BOUND_US)?;
     let a = open(0)?;
     let c = open(0)?;
     ensure_free(&a, x)?;
@@ -154,7 +164,50 @@ pub fn arrival_order_no_barging() -> TestResult {
     ok(&mut d, &format!("release {:x}", bit(y)))?;
     finish(b)?;
     finish(d)?;
-    ensure_free(&a, x)
+    ensure_free(&a, x)?;
+
+    // Lock 30 left free for a poller under the bound: a set try of {30, 31}
+    // is refused (a one-lock try would get it, locks/barging_under_the_bound),
+    // and its place behind the poller's makes that one strict: the lock is
+    // kept for the poller.
+    expect_errno(
+        release(&c, bit(y)),
+        libc::EPERM,
+        "RELEASE of a lock not held",
+    )?;
+    ensure_free(&a, y)?;
+    let (mut s0, mut p, _) = sleeper_poller_sleeper(&a, y, false)?;
+    ctx(a.release(bit(y)), "RELEASE")?;
+    ok_reply(&mut s0, "acquire")?;
+    ok(&mut s0, &format!("release {:x}", bit(y)))?;
+    let q = query(&a, y)?;
+    ensure!(
+        !q.held,
+        "lock {y} left free for the poller under the bound: {q:?}"
+    );
+    expect_errno(
+        acquire_set(&c, bit(y) | bit(31), abi::LOCK_NONBLOCK, 0).0,
+        libc::EBUSY,
+        "NONBLOCK ACQUIRE_SET {30,31} with a poller queued for 30",
+    )?;
+    ensure!(
+        !query(&a, 31)?.held,
+        "lock 31 taken by a failed ACQUIRE_SET"
+    );
+    holder_is(&a, y, &p, "after a set queued behind the poller's place")?;
+    let v = ok(&mut p, &format!("ctl {y} {}", abi::LOCK_CTL_ACQUIRE))?;
+    ensure_eq!(v[0], 1, "the poller's next try");
+    ok(&mut p, &format!("ctl {y} {}", abi::LOCK_CTL_RELEASE))?;
+    // c's failed set try left a place: its next command gives it up.
+    expect_errno(
+        release(&c, bit(y)),
+        libc::EPERM,
+        "RELEASE of a lock not held",
+    )?;
+    finish(s0)?;
+    finish(p)?;
+    ensure_free(&a, y)?;
+    ensure_free(&a, 31)
 }
 
 /// Blocking requests of lock `index` on the open file `fd`, from a child
