@@ -83,10 +83,10 @@ fn smc_wait(dev: &impl AsRawFd, flags: u32, deadline_ns: u64) -> (io::Result<i32
 
 /// Sets card `n`'s per-message deadline (debugfs `smc_timeout_ms`) and
 /// puts the default back when dropped.
-struct Timeout(u32);
+pub(super) struct Timeout(u32);
 
 impl Timeout {
-    fn set(n: u32, ms: u32) -> Result<Timeout, String> {
+    pub(super) fn set(n: u32, ms: u32) -> Result<Timeout, String> {
         sysfs_write(&timeout_path(n), &ms.to_string())?;
         Ok(Timeout(n))
     }
@@ -102,17 +102,20 @@ fn timeout_path(n: u32) -> String {
     format!("/sys/kernel/debug/tenstorrent/{n}/smc_timeout_ms")
 }
 
-/// The card's firmware stops answering until dropped.
-struct Hung(Control);
+/// The card's firmware stops answering until dropped. A power message the
+/// driver posted for an earlier open or close is answered first, so that
+/// it is not left in the silent firmware's queue.
+pub(super) struct Hung(Control);
 
 impl Hung {
-    fn new(n: usize) -> Result<Hung, String> {
+    pub(super) fn new(n: usize) -> Result<Hung, String> {
+        super::power::power_settled(n as u32)?;
         let mut control = Control::open(n)?;
         control.command("arc-hang")?;
         Ok(Hung(control))
     }
 
-    fn resume(mut self) -> TestResult {
+    pub(super) fn resume(mut self) -> TestResult {
         self.0.command("arc-resume").map(|_| ())
     }
 }
@@ -712,9 +715,11 @@ pub fn sysfs_view() -> TestResult {
     let posted = counter(n, "posted")?;
     let completed = counter(n, "completed")?;
     let errors = counter(n, "firmware_errors")?;
-    let hung = Hung::new(0)?;
     set_comm("smc-viewer");
+    // Opened first: the power message an open may cause is answered
+    // before the firmware goes silent, and ours is the one it holds.
     let fd = open(n)?;
+    let hung = Hung::new(0)?;
     expect_ok(post(&fd, TEST, 1), "POST")?;
     let queue = sysfs(&format!("/sys/class/tenstorrent/tenstorrent!{n}/smc/queue"))?;
     let line = queue
