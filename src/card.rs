@@ -253,7 +253,10 @@ impl WorkItem<1> for Card {
     type Pointer = Arc<Card>;
 
     fn run(card: Arc<Card>) {
-        card.smc.advance(&card.firmware(), || card.kick_smc());
+        let firmware = card.firmware();
+        card.smc.advance(&firmware, || card.kick_smc());
+        // After the queue's lock is released (the votes' comes first).
+        card.power.collect(&firmware, &|| card.kick_smc());
     }
 }
 
@@ -262,7 +265,9 @@ impl WorkItem for Card {
 
     fn run(card: Arc<Card>) {
         card.power
-            .powerdown(&card.firmware(), |left| card.schedule_powerdown(left));
+            .powerdown(&card.firmware(), &|| card.kick_smc(), |left| {
+                card.schedule_powerdown(left)
+            });
     }
 }
 

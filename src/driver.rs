@@ -260,7 +260,7 @@ impl pci::Driver for TenstorrentDriver {
         // No file has a region yet: any enabled one is an earlier driver's.
         card.dma.disable_stale_regions(&card.memory);
         // Idle until a file votes for more (tt-kmd 2.10 does the same).
-        if let Err(e) = card.power.probe(&card.firmware()) {
+        if let Err(e) = card.power.probe(&card.firmware(), &|| card.kick_smc()) {
             dev_warn!(pdev, "power state not sent ({:?})\n", e);
         }
         // Before the class device is added: which telemetry attributes it

@@ -147,7 +147,10 @@ impl FileOperations for Card {
                 GFP_KERNEL,
             )?;
             card.add_opener(id)?;
-            if let Err(e) = card.power.open(id, append, &card.firmware()) {
+            if let Err(e) = card
+                .power
+                .open(id, append, &card.firmware(), &|| card.kick_smc())
+            {
                 card.remove_opener(id);
                 return Err(e);
             }
@@ -178,10 +181,12 @@ impl FileOperations for Card {
             .tlb
             .free_all_revoking(open.owner.id(), &|id| open.card.revoke_freed_window(id));
         open.card.remove_opener(open.owner.id());
-        card.power
-            .release(open.owner.id(), &card.firmware(), |grace| {
-                card.schedule_powerdown(grace)
-            });
+        card.power.release(
+            open.owner.id(),
+            &card.firmware(),
+            &|| card.kick_smc(),
+            |grace| card.schedule_powerdown(grace),
+        );
         // Last: an opener waiting for the card finds it as closed as it is.
         open.card.gate.leave(open.exclusive);
     }
@@ -1102,9 +1107,9 @@ impl OpenFile {
         let mut bytes = [0u8; SetPowerState::SIZE];
         read_extensible(arg, &mut bytes)?;
         let vote = PowerVote::decode(&SetPowerState::decode(&bytes))?;
-        self.card
-            .power
-            .set(self.owner.id(), vote, &self.card.firmware())
+        let card = &self.card;
+        card.power
+            .set(self.owner.id(), vote, &card.firmware(), &|| card.kick_smc())
     }
 
     /// NOC_READ, as tt-kmd 2.11 (src/noc_io.rs): writes the struct back

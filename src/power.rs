@@ -8,12 +8,27 @@
 //! that only look) votes for nothing; SET_POWER_STATE replaces the file's
 //! vote. The card runs at what the votes add up to (tt-kmd 2.10's rule:
 //! a flag a vote does not cover counts as on, a setting is the largest
-//! asked for), sent to the ARC firmware whenever a vote that counts comes
-//! or goes, so a killed process's vote is withdrawn with its file. With no
-//! vote left the card is told to power down, on Wormhole after a grace
+//! asked for), sent to the ARC firmware whenever that changes, so a killed
+//! process's vote is withdrawn with its file. With no vote left the card is
+//! told to power down, on Wormhole after a grace
 //! (`idle_power_down_grace_ms`, 5 s) so that a program closing and
-//! reopening the card does not cycle its clocks; a new open within the
-//! grace keeps the card up.
+//! reopening the card does not cycle its clocks; a new plain open (or a
+//! SET_POWER_STATE that counts) within the grace keeps the card up, an
+//! `O_APPEND` open, which asks for nothing, leaves the grace running.
+//!
+//! Opening and closing never wait for the firmware (tt-kmd 2.10 holds its
+//! device mutex across a firmware round trip on every open and close, and
+//! so did this driver before: a thousand threads opening a card queued
+//! behind a thousand round trips). The firmware is told only when what the
+//! votes add up to differs from what it was last told; the message is
+//! posted to the card's message queue (src/smc.rs) under the votes' mutex,
+//! which only queues it, and the queue's work item sends it, collects the
+//! answer and, if the votes changed meanwhile, posts the newest state
+//! ([`CardPower::collect`]). One power message is in flight at a time; the
+//! changes made while it is are sent as one, the newest state.
+//! SET_POWER_STATE alone waits
+//! for the answer (tt-kmd reports the firmware's failure as `EINVAL`), and
+//! without the mutex.
 //!
 //! Facts from tt-kmd 2.10 `chardev.c` (`ioctl_set_power_state`,
 //! `tenstorrent_set_aggregated_power_state_locked`, open and release),
@@ -34,15 +49,18 @@ use crate::{
         comm,
         TASK_COMM_LEN, //
     },
+    smc::Outcome,
     tlb::Family,
     uapi::SetPowerState,
 };
 use kernel::{
-    new_mutex,
+    new_condvar, new_mutex,
     prelude::*,
     sync::{
         aref::ARef,
-        Mutex, //
+        CondVar,
+        Mutex,
+        MutexGuard, //
     },
     task::Task,
     time::{
@@ -160,6 +178,26 @@ pub(crate) fn aggregate<'a>(votes: impl IntoIterator<Item = &'a PowerVote>) -> P
     total
 }
 
+/// What the firmware is to be sent next, if anything: `wanted` (what
+/// the votes add up to; `None` while a powerdown waits for its grace, when
+/// the card keeps what it has) unless it is what the firmware was last
+/// `told`, or a message is `in_flight` (its answer comes first; then the
+/// newest state is decided on). `resend` asks for `wanted` even though it
+/// was told already (the firmware refused it, and SET_POWER_STATE asks
+/// again).
+pub(crate) fn to_send(
+    wanted: Option<&PowerVote>,
+    told: Option<&PowerVote>,
+    in_flight: bool,
+    resend: bool,
+) -> Option<PowerVote> {
+    let wanted = wanted?;
+    if in_flight || (told == Some(wanted) && !resend) {
+        return None;
+    }
+    Some(*wanted)
+}
+
 /// The vote of one open file.
 struct Voter {
     owner: OwnerId,
@@ -169,10 +207,36 @@ struct Voter {
     vote: PowerVote,
 }
 
-/// The votes of a card and what was sent.
+/// A power message posted to the firmware's queue and not collected yet.
+#[derive(Clone, Copy)]
+struct InFlight {
+    state: PowerVote,
+    /// Its ticket in the card's message queue (src/smc.rs).
+    ticket: u64,
+    /// [`Votes::changes`] when it was posted: it carries every vote
+    /// changed up to then.
+    covers: u64,
+}
+
+/// The votes of a card and what the firmware was told.
 struct Votes {
     voters: KVec<Voter>,
-    /// The last state sent, whether the firmware accepted it, and counts.
+    /// The state last posted to the firmware, whatever it answered: the
+    /// next is posted when the votes add up to something else. `None`
+    /// before the first, and after the chip rebooted.
+    told: Option<PowerVote>,
+    /// The message posted and not answered yet.
+    in_flight: Option<InFlight>,
+    /// A SET_POWER_STATE asks for the state to be sent though it was told
+    /// already: the firmware refused it.
+    resend: bool,
+    /// SET_POWER_STATE calls (and the probe) so far; each waits for the
+    /// answer to a message that covers it.
+    changes: u64,
+    /// `covers` of the last message answered, and whether it was taken.
+    answered: Option<(u64, bool)>,
+    /// The last state answered, whether the firmware accepted it, and
+    /// counts (sysfs).
     sent: Option<(PowerVote, bool)>,
     messages: u64,
     failures: u64,
@@ -182,6 +246,62 @@ struct Votes {
     gone: bool,
     /// The files the last reset fenced: their votes no longer count.
     fence: Fence,
+}
+
+impl Votes {
+    fn new() -> Self {
+        Self {
+            voters: KVec::new(),
+            told: None,
+            in_flight: None,
+            resend: false,
+            changes: 0,
+            answered: None,
+            sent: None,
+            messages: 0,
+            failures: 0,
+            powerdown_at: None,
+            gone: false,
+            fence: Fence::default(),
+        }
+    }
+
+    /// What the votes that count add up to; `None` while a powerdown waits
+    /// for its grace (the card keeps what it was told until then).
+    fn wanted(&self) -> Option<PowerVote> {
+        if self.powerdown_at.is_some() {
+            return None;
+        }
+        let fence = self.fence;
+        let counted = self.voters.iter().filter(|v| !fence.is_stale(v.owner));
+        Some(aggregate(counted.map(|v| &v.vote)))
+    }
+
+    /// Whether the firmware refused the last state it answered.
+    fn refused(&self) -> bool {
+        matches!(self.sent, Some((_, false)))
+    }
+
+    /// What is to be posted now, if anything ([`to_send`]).
+    fn due(&self) -> Option<PowerVote> {
+        to_send(
+            self.wanted().as_ref(),
+            self.told.as_ref(),
+            self.in_flight.is_some(),
+            self.resend,
+        )
+    }
+
+    /// The firmware answered the message that asked for `state` (or it
+    /// could not be posted): `accepted` when it took it.
+    fn answer(&mut self, state: PowerVote, covers: u64, accepted: bool) {
+        self.messages += 1;
+        if !accepted {
+            self.failures += 1;
+        }
+        self.sent = Some((state, accepted));
+        self.answered = Some((covers, accepted));
+    }
 }
 
 /// A voter as sysfs shows it: pid in the reader's namespace, comm, vote.
@@ -194,13 +314,27 @@ pub(crate) struct PowerInfo {
     pub(crate) failures: u64,
     pub(crate) voters: usize,
     pub(crate) powerdown_pending: bool,
+    /// A power message is posted and not answered yet.
+    pub(crate) sending: bool,
 }
 
 /// The power votes of a card's files.
+///
+/// Lock order: the votes' mutex, then the message queue's (src/smc.rs),
+/// only to post a message or collect its answer, neither of which touches
+/// the card: no exchange with the firmware is ever made under the votes'
+/// mutex. Opens, closes, SET_POWER_STATE and the powerdown work hold it
+/// only to change the votes, add them up and post; the message queue's
+/// work item (src/card.rs) collects the answer and posts the newest state
+/// if the votes changed meanwhile ([`CardPower::collect`]).
 #[pin_data]
 pub(crate) struct CardPower {
     #[pin]
     votes: Mutex<Votes>,
+    /// Notified when a power message is answered or the card goes: what
+    /// SET_POWER_STATE and the probe wait for.
+    #[pin]
+    answered: CondVar,
 
     /// Whether the driver tells the firmware at all (`power_policy`).
     policy: bool,
@@ -216,58 +350,133 @@ impl CardPower {
             Family::Blackhole => Delta::ZERO,
         };
         pin_init!(Self {
-            votes <- new_mutex!(Votes {
-                voters: KVec::new(),
-                sent: None,
-                messages: 0,
-                failures: 0,
-                powerdown_at: None,
-                gone: false,
-                fence: Fence::default(),
-            }),
+            votes <- new_mutex!(Votes::new()),
+            answered <- new_condvar!("CardPower::answered"),
 
             policy,
             grace,
         })
     }
 
-    /// Sends what the votes add up to, with `votes` locked (so that what
-    /// the firmware last heard is what the votes are).
-    fn send_locked(&self, votes: &mut Votes, firmware: &Firmware<'_>) -> Result {
+    /// Posts what the votes add up to if the firmware has not been told
+    /// it and no message is in flight; `kick` makes the message queue's
+    /// work item send it. With `votes` locked, so that what was posted
+    /// last is what [`Votes::told`] says; only queues the message.
+    fn update_locked(&self, votes: &mut Votes, firmware: &Firmware<'_>, kick: &dyn Fn()) {
         // As tt-kmd: a chip being reset is not told (POST_RESET does not
         // tell it either; the next vote that changes does).
-        if firmware.in_reset {
-            return Err(EAGAIN);
+        if !self.policy || votes.gone || firmware.in_reset {
+            return;
         }
-        let fence = votes.fence;
-        let counted = votes.voters.iter().filter(|v| !fence.is_stale(v.owner));
-        let state = aggregate(counted.map(|v| &v.vote));
-        let sent = firmware.send(&state.message(firmware.family()));
-        let accepted = matches!(sent, Ok(answer) if answer[0] == 0);
-        votes.messages += 1;
+        let Some(state) = votes.due() else {
+            return;
+        };
+        let covers = votes.changes;
+        votes.told = Some(state);
+        votes.resend = false;
+        match firmware
+            .queue
+            .post_kernel(&state.message(firmware.family()), kick)
+        {
+            Ok(ticket) => {
+                votes.in_flight = Some(InFlight {
+                    state,
+                    ticket,
+                    covers,
+                });
+            }
+            Err(e) => {
+                pr_warn!("power state not posted: {:?}\n", e);
+                votes.answer(state, covers, false);
+                self.answered.notify_all();
+            }
+        }
+    }
+
+    /// The message queue's work item, after it moved the queue: collects
+    /// the answer to the power message in flight, if it came, and posts
+    /// the newest state if the votes changed meanwhile.
+    pub(crate) fn collect(&self, firmware: &Firmware<'_>, kick: &dyn Fn()) {
+        let mut votes = self.votes.lock();
+        let Some(in_flight) = votes.in_flight else {
+            return;
+        };
+        let Some(outcome) = firmware.queue.collect_kernel(in_flight.ticket) else {
+            return;
+        };
+        votes.in_flight = None;
+        let accepted = matches!(outcome, Outcome::Answered(answer) if answer[0] == 0);
         if !accepted {
-            votes.failures += 1;
+            // As tt-kmd warns; counted in sysfs too.
+            pr_warn!("power state not taken by the firmware: {:?}\n", outcome);
         }
-        votes.sent = Some((state, accepted));
-        match sent {
-            Ok(_) if accepted => Ok(()),
-            Ok(_) => Err(EIO),
-            Err(e) => Err(e),
+        votes.answer(in_flight.state, in_flight.covers, accepted);
+        self.answered.notify_all();
+        self.update_locked(&mut votes, firmware, kick);
+    }
+
+    /// Waits, with `votes` locked, until the firmware answered a message
+    /// that covers change `mine` or nothing is left to send (the firmware
+    /// already has what the votes add up to): `EINVAL` when it did not
+    /// take the state (as tt-kmd), `ENODEV` when the card goes,
+    /// `ERESTARTSYS` for a signal (only if `interruptible`).
+    fn wait_answered(
+        &self,
+        votes: &mut MutexGuard<'_, Votes>,
+        mine: u64,
+        interruptible: bool,
+    ) -> Result {
+        loop {
+            if votes.gone {
+                return Err(ENODEV);
+            }
+            match votes.answered {
+                Some((covers, accepted)) if covers >= mine => {
+                    return if accepted { Ok(()) } else { Err(EINVAL) };
+                }
+                _ => {}
+            }
+            if votes.in_flight.is_none() {
+                // Nothing was posted for this change: what the votes add
+                // up to is what the firmware took last (or is held: a
+                // powerdown's grace, a reset).
+                return if votes.refused() { Err(EINVAL) } else { Ok(()) };
+            }
+            if interruptible {
+                if self.answered.wait_interruptible(votes) {
+                    return Err(ERESTARTSYS);
+                }
+            } else {
+                self.answered.wait(votes);
+            }
         }
     }
 
     /// At probe: no vote yet, the card idles until a file asks for more.
-    pub(crate) fn probe(&self, firmware: &Firmware<'_>) -> Result {
+    /// Waits for the firmware's answer (bounded by the message queue's
+    /// deadline), so that the card is bound in a known state.
+    pub(crate) fn probe(&self, firmware: &Firmware<'_>, kick: &dyn Fn()) -> Result {
         if !self.policy {
             return Ok(());
         }
-        self.send_locked(&mut self.votes.lock(), firmware)
+        let mut votes = self.votes.lock();
+        votes.changes += 1;
+        let mine = votes.changes;
+        self.update_locked(&mut votes, firmware, kick);
+        self.wait_answered(&mut votes, mine, false)
     }
 
-    /// A file is opened: its vote counts from now on, and a pending
-    /// powerdown is off. A failure to tell the firmware does not fail the
-    /// open (tt-kmd warns too); it is counted in sysfs.
-    pub(crate) fn open(&self, owner: OwnerId, append: bool, firmware: &Firmware<'_>) -> Result {
+    /// A file is opened: its vote counts from now on, and if it counts, a
+    /// pending powerdown is off. The firmware is told only if the votes
+    /// now add up to something else; the open does not wait for it (a
+    /// failure is counted in sysfs, as tt-kmd only warns).
+    pub(crate) fn open(
+        &self,
+        owner: OwnerId,
+        append: bool,
+        firmware: &Firmware<'_>,
+        kick: &dyn Fn(),
+    ) -> Result {
         let task: ARef<Task> = kernel::current!().group_leader().into();
         let name = comm(&task);
         let vote = PowerVote::at_open(append);
@@ -281,27 +490,40 @@ impl CardPower {
             },
             GFP_KERNEL,
         )?;
-        votes.powerdown_at = None;
-        if self.policy && vote.counts() && !votes.gone {
-            match self.send_locked(&mut votes, firmware) {
-                // In reset: the state is sent with the next vote.
-                Ok(()) | Err(EAGAIN) => {}
-                Err(e) => pr_warn!("power state not sent at open: {:?}\n", e),
-            }
+        if vote.counts() {
+            votes.powerdown_at = None;
+            self.update_locked(&mut votes, firmware, kick);
         }
         Ok(())
     }
 
     /// SET_POWER_STATE: the file's vote is `vote` from now on (also if the
-    /// firmware could not be told: `EINVAL`, as tt-kmd says).
-    pub(crate) fn set(&self, owner: OwnerId, vote: PowerVote, firmware: &Firmware<'_>) -> Result {
+    /// firmware could not be told: `EINVAL`, as tt-kmd says). Returns once
+    /// the firmware answered a message carrying it, or at once when the
+    /// votes add up to what the firmware took already; waits without the
+    /// votes' mutex, interruptibly.
+    pub(crate) fn set(
+        &self,
+        owner: OwnerId,
+        vote: PowerVote,
+        firmware: &Firmware<'_>,
+        kick: &dyn Fn(),
+    ) -> Result {
         let mut votes = self.votes.lock();
         let voter = votes.voters.iter_mut().find(|v| v.owner == owner);
         voter.ok_or(EINVAL)?.vote = vote;
         if !self.policy {
             return Ok(());
         }
-        self.send_locked(&mut votes, firmware).map_err(|_| EINVAL)
+        if vote.counts() {
+            votes.powerdown_at = None;
+        }
+        // Asked for again if the firmware refused it, as tt-kmd would.
+        votes.resend = votes.refused();
+        votes.changes += 1;
+        let mine = votes.changes;
+        self.update_locked(&mut votes, firmware, kick);
+        self.wait_answered(&mut votes, mine, true)
     }
 
     /// A file is released: its vote goes. When the card is to power down
@@ -312,6 +534,7 @@ impl CardPower {
         &self,
         owner: OwnerId,
         firmware: &Firmware<'_>,
+        kick: &dyn Fn(),
         schedule: impl FnOnce(Delta),
     ) {
         let mut votes = self.votes.lock();
@@ -327,8 +550,7 @@ impl CardPower {
             votes.powerdown_at = Some(Instant::now() + self.grace);
             schedule(self.grace);
         } else {
-            // Nothing to do about a failure: the file is gone either way.
-            let _ = self.send_locked(&mut votes, firmware);
+            self.update_locked(&mut votes, firmware, kick);
         }
         drop(votes);
         // The opener's task reference goes after the mutex.
@@ -340,7 +562,12 @@ impl CardPower {
     /// grace): powers down if the grace is over and no open came meanwhile,
     /// or calls `schedule` with what is left of it, as
     /// [`CardPower::release`] does.
-    pub(crate) fn powerdown(&self, firmware: &Firmware<'_>, schedule: impl FnOnce(Delta)) {
+    pub(crate) fn powerdown(
+        &self,
+        firmware: &Firmware<'_>,
+        kick: &dyn Fn(),
+        schedule: impl FnOnce(Delta),
+    ) {
         let mut votes = self.votes.lock();
         let Some(at) = votes.powerdown_at else {
             return;
@@ -354,8 +581,8 @@ impl CardPower {
             return;
         }
         votes.powerdown_at = None;
-        // Sent as the votes are now: none, or an open raced with this.
-        let _ = self.send_locked(&mut votes, firmware);
+        // Posted as the votes are now: none, or an open raced with this.
+        self.update_locked(&mut votes, firmware, kick);
     }
 
     /// The card is being reset: the fenced files' votes no longer count
@@ -369,11 +596,21 @@ impl CardPower {
         self.votes.lock().powerdown_at = None;
     }
 
-    /// The card is unbound: nothing more is sent.
+    /// The chip was reset and its firmware rebooted: it no longer has what
+    /// it was told, so the next vote that counts tells it again, changed
+    /// or not.
+    pub(crate) fn chip_reset(&self) {
+        self.votes.lock().told = None;
+    }
+
+    /// The card is unbound: nothing more is sent, and SET_POWER_STATE
+    /// calls waiting for an answer return `ENODEV`.
     pub(crate) fn shut_down(&self) {
         let mut votes = self.votes.lock();
         votes.gone = true;
         votes.powerdown_at = None;
+        drop(votes);
+        self.answered.notify_all();
     }
 
     pub(crate) fn info(&self) -> PowerInfo {
@@ -384,6 +621,7 @@ impl CardPower {
             failures: votes.failures,
             voters: votes.voters.len(),
             powerdown_pending: votes.powerdown_at.is_some(),
+            sending: votes.in_flight.is_some(),
         }
     }
 

@@ -276,6 +276,8 @@ impl Card {
                 if ok {
                     // The firmware rebooted with an empty message queue.
                     self.smc.chip_reset();
+                    // And without the power state it was told.
+                    self.power.chip_reset();
                     // The firmware rebooted: its table may be elsewhere.
                     let _ = self.telemetry.probe(&self.firmware());
                 }

@@ -42,7 +42,9 @@
 //!
 //! Lock order: [`SmcQueue`]'s mutex, then the kernel window's
 //! (src/mapping.rs). The power votes' mutex (src/power.rs) is taken before
-//! this one; nothing is taken inside it that could take the votes'.
+//! this one, only to post or collect a message
+//! ([`SmcQueue::post_kernel`], [`SmcQueue::collect_kernel`], which touch
+//! no register); nothing is taken inside it that could take the votes'.
 
 use crate::{
     arbiter::{
@@ -458,7 +460,7 @@ impl SmcQueue {
     /// (then it is abandoned), `EOPNOTSUPP` for firmware without a queue,
     /// `ENODEV` once the card is gone or a reset dropped it. Sleeps
     /// uninterruptibly (the driver's messages are not the caller's to give
-    /// up; power votes are sent from `release`), but never longer than
+    /// up), but never longer than
     /// [`KERNEL_WAIT_MS`], whatever debugfs `smc_timeout_ms` says.
     pub(crate) fn send(&self, firmware: &Firmware<'_>, request: &ArcMessage) -> Result<ArcMessage> {
         let give_up = monotonic_ns() + i64::from(KERNEL_WAIT_MS) * 1_000_000;
@@ -492,6 +494,34 @@ impl SmcQueue {
             }
             fsleep(KERNEL_POLL_INTERVAL);
         }
+    }
+
+    /// Queues `request` for the driver and returns its ticket, for
+    /// [`SmcQueue::collect_kernel`]; `ENODEV` once the card is gone. It is
+    /// only queued here, not written to the card: `kick` (called under the
+    /// queue's lock, as in [`SmcQueue::post`]) must make the work item
+    /// send it, so that this may be called under locks that an exchange
+    /// with the firmware must not be made under (the power votes').
+    pub(crate) fn post_kernel(&self, request: &ArcMessage, kick: impl FnOnce()) -> Result<u64> {
+        let mut state = self.state.lock();
+        let ticket = state.next_ticket;
+        state.enqueue(Sender::Kernel(ticket), None, request)?;
+        state.next_ticket += 1;
+        kick();
+        Ok(ticket)
+    }
+
+    /// The outcome of the driver's message `ticket` once it is done (it is
+    /// then forgotten), `None` while it is not. Touches no register: the
+    /// work item collects the firmware's answers.
+    pub(crate) fn collect_kernel(&self, ticket: u64) -> Option<Outcome> {
+        let mut state = self.state.lock();
+        let sender = Sender::Kernel(ticket);
+        if state.position(sender).is_none() {
+            // Never posted, or collected already: nothing will come.
+            return Some(Outcome::Failed(ENODEV));
+        }
+        Self::take(&mut state, sender)
     }
 
     /// Moves the queue on (the work item, while messages are outstanding):

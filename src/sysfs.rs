@@ -34,11 +34,12 @@
 //! the level of tt-kmd's ABI it implements); the `tt_*` telemetry
 //! attributes are src/telemetry.rs's.
 //!
-//! `/sys/class/tenstorrent/tenstorrent!N/power/state` shows the power state
-//! last sent to the card's firmware (what the votes added up to), whether
-//! it took it, how many messages were sent and failed, how many files vote
-//! and whether a powerdown is pending; `power/votes` shows the vote of each
-//! open file, one line a file.
+//! `/sys/class/tenstorrent/tenstorrent!N/power_votes/state` shows the power
+//! state last sent to the card's firmware (what the votes added up to),
+//! whether it took it, how many messages were sent and failed, how many
+//! files vote, whether a powerdown is pending and whether a power message
+//! is on its way; `power_votes/votes` shows the vote of each open file, one
+//! line a file.
 
 use crate::{
     arbiter::LOCK_COUNT,
@@ -300,11 +301,12 @@ impl Card {
         }
         writeln!(
             out,
-            " messages={} failures={} voters={} powerdown_pending={}",
+            " messages={} failures={} voters={} powerdown_pending={} sending={}",
             info.messages,
             info.failures,
             info.voters,
-            u8::from(info.powerdown_pending)
+            u8::from(info.powerdown_pending),
+            u8::from(info.sending)
         )
     }
 

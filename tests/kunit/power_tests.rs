@@ -4,9 +4,48 @@
 //! message that asks for it. Expected values were worked out by hand from
 //! tt-kmd 2.10's `tenstorrent_set_aggregated_power_state_locked` and the
 //! examples of its `*_set_power_state` (idle header 0x00000FC0, one plain
-//! open 0x7FFE0FC0 on Wormhole; 0x21 on Blackhole).
+//! open 0x7FFE0FC0 on Wormhole; 0x21 on Blackhole). And when the firmware
+//! is told: only when what the votes add up to changes, one message in
+//! flight at a time.
 
 use super::*;
+use crate::arbiter::{
+    Arbiter,
+    POLL_LEASE_NS, //
+};
+
+/// A voter of the calling (KUnit) task with `vote`.
+fn voter(owner: OwnerId, vote: PowerVote) -> Voter {
+    let task: ARef<Task> = kernel::current!().group_leader().into();
+    let comm = comm(&task);
+    Voter {
+        owner,
+        task,
+        comm,
+        vote,
+    }
+}
+
+/// Posts what is due, as [`CardPower::update_locked`] does: the state
+/// posted, if any.
+fn post(votes: &mut Votes) -> Option<PowerVote> {
+    let state = votes.due()?;
+    votes.told = Some(state);
+    votes.resend = false;
+    votes.in_flight = Some(InFlight {
+        state,
+        ticket: 0,
+        covers: votes.changes,
+    });
+    Some(state)
+}
+
+/// The message in flight is answered, as [`CardPower::collect`] sees it.
+fn answer(votes: &mut Votes, accepted: bool) {
+    if let Some(f) = votes.in_flight.take() {
+        votes.answer(f.state, f.covers, accepted);
+    }
+}
 
 #[kunit_tests(tenstorrent_power)]
 mod tests {
@@ -123,6 +162,116 @@ mod tests {
             ..good
         })
         .is_ok());
+        Ok(())
+    }
+    #[test]
+    fn the_firmware_is_told_only_when_the_sum_changes() -> Result {
+        let idle = PowerVote::IDLE;
+        let plain = aggregate([&PowerVote::at_open(false)]);
+        // Nothing told yet (the probe, or after the chip rebooted).
+        assert_eq!(to_send(Some(&idle), None, false, false), Some(idle));
+        assert_eq!(to_send(Some(&plain), None, false, false), Some(plain));
+        // What it was told: nothing to send; anything else: that.
+        assert_eq!(to_send(Some(&plain), Some(&plain), false, false), None);
+        assert_eq!(to_send(Some(&idle), Some(&idle), false, false), None);
+        assert_eq!(
+            to_send(Some(&plain), Some(&idle), false, false),
+            Some(plain)
+        );
+        // A message in flight: its answer comes first, whatever changed.
+        assert_eq!(to_send(Some(&plain), Some(&idle), true, false), None);
+        assert_eq!(to_send(Some(&plain), None, true, true), None);
+        // A powerdown waiting for its grace: the card keeps what it has.
+        assert_eq!(to_send(None, Some(&plain), false, false), None);
+        assert_eq!(to_send(None, None, false, true), None);
+        // Asked again (the firmware refused it): sent though unchanged.
+        assert_eq!(
+            to_send(Some(&plain), Some(&plain), false, true),
+            Some(plain)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_thousand_opens_and_closes_are_one_message_each_way() -> Result {
+        let owners = KBox::pin_init(Arbiter::new(POLL_LEASE_NS)?, GFP_KERNEL)?;
+        let mut votes = Votes::new();
+        let plain = aggregate([&PowerVote::at_open(false)]);
+        let mut ids = KVec::new();
+        let mut posted = KVec::new();
+        // The first open's message is in flight while the others come.
+        for i in 0..1000 {
+            let id = owners.new_owner()?.id();
+            ids.push(id, GFP_KERNEL)?;
+            votes
+                .voters
+                .push(voter(id, PowerVote::at_open(i % 2 == 1)), GFP_KERNEL)?;
+            if let Some(state) = post(&mut votes) {
+                posted.push(state, GFP_KERNEL)?;
+            }
+            if i == 500 {
+                answer(&mut votes, true);
+                // Answered: the votes still add up to what it was told.
+                assert_eq!(votes.due(), None);
+            }
+        }
+        assert_eq!(&posted[..], &[plain]);
+        assert_eq!(votes.messages, 1);
+        answer(&mut votes, true);
+        // A vote that changes the sum is posted; setting it back too.
+        let max_clock = PowerVote {
+            flags: FLAGS_ALL,
+            ..PowerVote::IDLE
+        };
+        votes.voters[0].vote = max_clock;
+        let raised = post(&mut votes).ok_or(EINVAL)?;
+        assert_eq!(raised.flags, 0x7FFF);
+        // Changed back before the answer: nothing until it comes, then
+        // the newest.
+        votes.voters[0].vote = PowerVote::at_open(false);
+        assert_eq!(post(&mut votes), None);
+        answer(&mut votes, true);
+        assert_eq!(post(&mut votes), Some(plain));
+        answer(&mut votes, true);
+        // Every file but the last closes: nothing to send.
+        while votes.voters.len() > 1 {
+            votes.voters.pop();
+            assert_eq!(post(&mut votes), None);
+        }
+        // The last closes with a grace: nothing until it is over.
+        votes.voters.pop();
+        votes.powerdown_at = Some(Instant::now());
+        assert_eq!(post(&mut votes), None);
+        votes.powerdown_at = None;
+        assert_eq!(post(&mut votes), Some(PowerVote::IDLE));
+        assert_eq!(ids.len(), 1000);
+        Ok(())
+    }
+
+    #[test]
+    fn a_refused_state_is_asked_again_only_when_set() -> Result {
+        let owners = KBox::pin_init(Arbiter::new(POLL_LEASE_NS)?, GFP_KERNEL)?;
+        let mut votes = Votes::new();
+        let id = owners.new_owner()?.id();
+        votes
+            .voters
+            .push(voter(id, PowerVote::at_open(false)), GFP_KERNEL)?;
+        let plain = post(&mut votes).ok_or(EINVAL)?;
+        answer(&mut votes, false);
+        assert!(votes.refused());
+        assert_eq!((votes.messages, votes.failures), (1, 1));
+        // Opens with the same sum do not ask again...
+        let other = owners.new_owner()?.id();
+        votes
+            .voters
+            .push(voter(other, PowerVote::at_open(false)), GFP_KERNEL)?;
+        assert_eq!(post(&mut votes), None);
+        // ...SET_POWER_STATE does (CardPower::set sets `resend`).
+        votes.resend = votes.refused();
+        assert_eq!(post(&mut votes), Some(plain));
+        answer(&mut votes, true);
+        assert!(!votes.refused());
+        assert_eq!(post(&mut votes), None);
         Ok(())
     }
 }

@@ -373,6 +373,9 @@ fn wormhole_arc_message(w: &Windows, code: u32, arg: u32) -> Result<(u32, u32), 
 /// firmware lowers it only when it takes the message, so a scenario that
 /// just opened or closed the card can find it still up.
 fn wormhole_doorbell_idle(w: &Windows) -> Result<u32, String> {
+    // A power message the driver posted for an open or close goes out
+    // after it returned.
+    super::power::power_settled(0)?;
     let start = std::time::Instant::now();
     loop {
         let misc = w.bar0.read32(WH_ARC_MISC_CNTL);
@@ -396,6 +399,9 @@ fn wormhole_doorbell_idle(w: &Windows) -> Result<u32, String> {
 /// ARC_MISC_CNTL rings the firmware. Returns the response's first two
 /// words.
 fn blackhole_arc_message(w: &Windows, code: u32, arg: u32) -> Result<(u32, u32), String> {
+    // Queue 0 is the driver's: no power message of its may be on the way
+    // (one goes out after the open or close that caused it returned).
+    super::power::power_settled(1)?;
     const ARC_X: u64 = 8;
     const ARC_Y: u64 = 0;
     let regs = Aim {

@@ -248,11 +248,14 @@ pub fn unbind_wakes_waiters() -> TestResult {
 /// whose kmemleak would see a card the queued work kept), and the card
 /// bound again idles from its probe.
 pub fn unbind_with_powerdown_pending() -> TestResult {
-    use super::power::{last_of, received, state};
+    use super::power::{last_of, power_settled, received, state};
     let bdf0 = bdf(0)?;
     let mut ctl = crate::card::Control::open(0)?;
     drop(open(0)?);
     ensure!(state(0)?.contains("powerdown_pending=1"), "{}", state(0)?);
+    // The open's message, if it changed anything, is answered before the
+    // count is taken.
+    power_settled(0)?;
     let count = received(&mut ctl)?.count;
     Unbound::new(&bdf0)?.rebind()?;
     wait_path(&node(0), true)?;

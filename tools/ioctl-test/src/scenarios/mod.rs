@@ -161,6 +161,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "noc_io/widths_against_a_window" => noc_io::widths_against_a_window, 120;
     "noc_io/shares_the_kernel_window" => noc_io::shares_the_kernel_window, 300;
     "power/votes_reach_the_firmware" => power::votes_reach_the_firmware, 120;
+    "power/opens_do_not_wait_for_the_firmware" => power::opens_do_not_wait_for_the_firmware, 300;
     "smc/contract" => smc::contract;
     "smc/eopnotsupp_without_queue" => smc::eopnotsupp_without_queue;
     "smc/readable_when_done" => smc::readable_when_done;

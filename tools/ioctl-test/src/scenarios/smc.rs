@@ -110,11 +110,14 @@ fn timeout_path(n: u32) -> String {
     format!("/sys/kernel/debug/tenstorrent/{n}/smc_timeout_ms")
 }
 
-/// The card's firmware stops answering until dropped.
+/// The card's firmware stops answering until dropped. A power message the
+/// driver posted for an earlier open or close is answered first, so that
+/// it is not left in the silent firmware's queue.
 pub(super) struct Hung(Control);
 
 impl Hung {
     pub(super) fn new(n: usize) -> Result<Hung, String> {
+        super::power::power_settled(n as u32)?;
         let mut control = Control::open(n)?;
         control.command("arc-hang")?;
         Ok(Hung(control))
@@ -720,9 +723,11 @@ pub fn sysfs_view() -> TestResult {
     let posted = counter(n, "posted")?;
     let completed = counter(n, "completed")?;
     let errors = counter(n, "firmware_errors")?;
-    let hung = Hung::new(0)?;
     set_comm("smc-viewer");
+    // Opened first: the power message an open may cause is answered
+    // before the firmware goes silent, and ours is the one it holds.
     let fd = open(n)?;
+    let hung = Hung::new(0)?;
     expect_ok(post(&fd, TEST, 1), "POST")?;
     let queue = sysfs(&format!("/sys/class/tenstorrent/tenstorrent!{n}/smc/queue"))?;
     let line = queue
