@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn a_thousand_opens_and_closes_are_one_message_each_way() -> Result {
-        let owners = KBox::pin_init(Arbiter::new(POLL_LEASE_NS)?, GFP_KERNEL)?;
+        let owners = KBox::pin_init(Arbiter::new(POLL_LEASE_NS, 0)?, GFP_KERNEL)?;
         let mut votes = Votes::new();
         let plain = aggregate([&PowerVote::at_open(false)]);
         let mut ids = KVec::new();
@@ -250,7 +250,7 @@ mod tests {
 
     #[test]
     fn a_refused_state_is_asked_again_only_when_set() -> Result {
-        let owners = KBox::pin_init(Arbiter::new(POLL_LEASE_NS)?, GFP_KERNEL)?;
+        let owners = KBox::pin_init(Arbiter::new(POLL_LEASE_NS, 0)?, GFP_KERNEL)?;
         let mut votes = Votes::new();
         let id = owners.new_owner()?.id();
         votes
