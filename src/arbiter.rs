@@ -350,7 +350,7 @@ pub(crate) struct LockStats {
     /// Returns of a waiter from its sleep that found nothing to act on (no
     /// grant, signal or deadline, the card still there) after a wake-up
     /// sent to it or its timer fired early: a waiter woken for nothing.
-    /// FIFO hand-off wakes only the waiter it grants, so this stays 0.
+    /// A release wakes only the waiter it grants to, so this stays 0.
     /// Wake-ups that were not sent to the waiter are not counted
     /// ([`Woken::Stray`]: a mutex's deferred wake-up meant for an earlier
     /// sleep of the same task).
