@@ -347,11 +347,13 @@ pub(crate) struct LockStats {
     pub(crate) contended: u64,
     /// Releases because the holder's file was closed.
     pub(crate) owner_died: u64,
-    /// Wake-ups by the driver of a waiter that then found no grant and the
-    /// card still there: a waiter woken for nothing. FIFO hand-off wakes
-    /// only the waiter it grants, so this stays 0. Wake-ups the driver did
-    /// not send (the scheduler may deliver a late wake-up meant for an
-    /// earlier sleep of the same task) are not counted.
+    /// Returns of a waiter from its sleep that found nothing to act on (no
+    /// grant, signal or deadline, the card still there) after a wake-up
+    /// sent to it or its timer fired early: a waiter woken for nothing.
+    /// A release wakes only the waiter it grants to, so this stays 0.
+    /// Wake-ups that were not sent to the waiter are not counted
+    /// ([`Woken::Stray`]: a mutex's deferred wake-up meant for an earlier
+    /// sleep of the same task).
     pub(crate) spurious_wakeups: u64,
     /// Sum and maximum of the waits of contended grants, in nanoseconds.
     pub(crate) total_wait_ns: u64,
@@ -445,11 +447,22 @@ struct Waiter {
     /// For a sleeping waiter that watches a lock kept for a poller: when
     /// that lease ends, by which it wakes to hand the lock on.
     watch: LockedBy<Option<i64>, State>,
+    /// Set by every wake-up sent to this waiter ([`Sleeper::wake`]), taken
+    /// when it returns from a sleep: a return without it was not a
+    /// wake-up sent to it ([`Woken::Stray`]). Not under the card's mutex:
+    /// wake-ups are sent after it is released.
+    rung: AtomicBool,
 }
 
 impl Sleeper for Waiter {
     fn condvar(&self) -> &CondVar {
         &self.wake
+    }
+
+    fn wake(&self) {
+        // Before the notification: the waiter reads it once woken.
+        self.rung.store(true, Ordering::Release);
+        self.wake.notify_one();
     }
 }
 
@@ -685,7 +698,18 @@ impl Arbiter {
                 (Some(end), _) => Wait::Until(end),
                 (None, wait) => wait,
             };
-            woken = Some(wait::sleep(&waiter.wake, &mut state, sleep));
+            // A wake-up sent before this point was for what the check above
+            // just saw (a wake-up is decided under the mutex).
+            waiter.rung.store(false, Ordering::Relaxed);
+            let slept = wait::sleep(&waiter.wake, &mut state, sleep);
+            // Woken, but not by a wake-up sent to this waiter: a deferred
+            // wake-up of the card's mutex (or a futex) meant for an earlier
+            // sleep of this task, or a stop signal taken back.
+            let rung = waiter.rung.swap(false, Ordering::Acquire);
+            woken = Some(match slept {
+                Woken::Notified if !rung => Woken::Stray,
+                slept => slept,
+            });
         };
 
         let waited_ns = u64::try_from(monotonic_ns() - waiter.queued_ns).unwrap_or(0);
@@ -736,6 +760,7 @@ impl Arbiter {
                 grant: LockedBy::new(&self.state, None),
                 lease: LockedBy::new(&self.state, None),
                 watch: LockedBy::new(&self.state, None),
+                rung: AtomicBool::new(false),
             }),
             GFP_KERNEL,
         )
@@ -1549,8 +1574,9 @@ impl State {
     /// `None` before its first sleep), waiting as `wait` says: done
     /// ([`Self::settle`]), or on it waits. A watcher whose watch is due
     /// hands on the locks kept for a poller whose lease ended, maybe to
-    /// itself. A return that found nothing to act on is counted as
-    /// spurious ([`Self::count_spurious`]).
+    /// itself. A return that found nothing to act on, after a wake-up sent
+    /// to the waiter or a timer that fired early, is counted as spurious
+    /// ([`Self::count_spurious`]); a stray one ([`Woken::Stray`]) is not.
     fn woke(
         &mut self,
         waiter: &Waiter,
@@ -1566,7 +1592,8 @@ impl State {
         // The sleep may have ended at the watch's time, not the deadline.
         let timed_out = woken == Some(Woken::Deadline) && wait.is_over(now);
         let settled = self.settle(waiter, woken == Some(Woken::Signal), timed_out);
-        if settled.is_none() && woken.is_some() && watch.is_none() {
+        let sent = matches!(woken, Some(Woken::Notified | Woken::Early));
+        if settled.is_none() && sent && watch.is_none() {
             self.count_spurious(waiter);
         }
         settled
@@ -1604,10 +1631,13 @@ impl State {
     }
 
     /// Counts a return of `waiter` from its sleep that found nothing to
-    /// act on: no grant, no signal, no deadline, and the card still there.
-    /// Whoever caused it (a wake-up of the driver, a late one the scheduler
-    /// delivers for an earlier sleep, a timer that fired early), the waiter
-    /// ran for nothing.
+    /// act on: no grant, no signal, no deadline, and the card still there,
+    /// after a wake-up sent to it ([`Sleeper::wake`], whatever sent it) or
+    /// a timer that fired early: the waiter ran for nothing. A stray
+    /// wake-up ([`Woken::Stray`]) is the kernel's, not this lock's: a
+    /// mutex's deferred wake-up may reach a task after it went on and fell
+    /// asleep here (`include/linux/sched/wake_q.h`), which a busy card
+    /// mutex makes common on a loaded machine.
     fn count_spurious(&mut self, waiter: &Waiter) {
         for i in indices(waiter.mask) {
             self.slots[i].stats.spurious_wakeups += 1;

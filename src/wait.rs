@@ -109,6 +109,14 @@ pub(crate) enum Woken {
     Deadline,
     /// The timer fired a little before the deadline: sleep again.
     Early,
+    /// Neither a notification nor the timer nor a signal: the task was
+    /// woken by someone who did not mean this sleep. The kernel allows
+    /// that: a mutex or futex may send a wake-up meant for an earlier
+    /// sleep of the task (its deferred `wake_q`) after the task went on
+    /// and fell asleep here. [`sleep`] cannot tell it from
+    /// [`Woken::Notified`]; a waiter that knows whether it was notified
+    /// can ([`Sleeper::wake`]).
+    Stray,
 }
 
 /// Sleeps once on `wake`, with `guard`'s lock released meanwhile.
@@ -118,7 +126,8 @@ pub(crate) enum Woken {
 /// added, and [`Woken::Deadline`] is only returned once the clock has
 /// reached the deadline: a deadline never ends early, and a timer that
 /// still fires early ([`Woken::Early`], which counts as a spurious
-/// wake-up) is rare.
+/// wake-up) is rare. Any other return without a signal is
+/// [`Woken::Notified`], a stray wake-up included ([`Woken::Stray`]).
 pub(crate) fn sleep<T: ?Sized, B: Backend>(
     wake: &CondVar,
     guard: &mut Guard<'_, T, B>,
@@ -152,6 +161,12 @@ pub(crate) fn sleep<T: ?Sized, B: Backend>(
 /// A waiter that sleeps on its own condition variable.
 pub(crate) trait Sleeper {
     fn condvar(&self) -> &CondVar;
+
+    /// Wakes the waiter: every wake-up sent to it goes through here, so a
+    /// waiter may note that it was sent one.
+    fn wake(&self) {
+        self.condvar().notify_one();
+    }
 }
 
 /// Most wake-ups one operation defers. One release grants at most one
@@ -187,7 +202,7 @@ impl<W: Sleeper> Wakeups<W> {
                 *slot = Some(waiter);
                 self.len += 1;
             }
-            None => waiter.condvar().notify_one(),
+            None => waiter.wake(),
         }
     }
 
@@ -210,7 +225,7 @@ impl<W: Sleeper> Wakeups<W> {
     /// Sends the wake-ups.
     pub(crate) fn send(self) {
         for waiter in self.waiters[..self.len].iter().flatten() {
-            waiter.condvar().notify_one();
+            waiter.wake();
         }
     }
 }

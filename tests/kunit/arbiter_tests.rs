@@ -410,7 +410,7 @@ mod tests {
     }
 
     #[test]
-    fn every_return_without_a_grant_is_spurious() -> Result {
+    fn returns_without_a_grant_are_spurious_but_stray_ones() -> Result {
         let a = new_arbiter()?;
         let (x, y) = (owner(&a), owner(&a));
         take(&a, &x, bit(8)).map_err(|_| EINVAL)?;
@@ -419,11 +419,15 @@ mod tests {
         // Before the first sleep: nothing to count.
         assert!(state.woke(&w, None, Wait::Forever).is_none());
         assert_eq!(state.slots[8].stats.spurious_wakeups, 0);
-        // A wake-up nobody in the driver sent (a late one of the
-        // scheduler, another waker): the waiter ran for nothing.
+        // A wake-up sent to it that it finds no grant for: it ran for
+        // nothing.
         assert!(state
             .woke(&w, Some(Woken::Notified), Wait::Forever)
             .is_none());
+        assert_eq!(state.slots[8].stats.spurious_wakeups, 1);
+        // A wake-up not sent to it (a mutex's deferred one, meant for an
+        // earlier sleep of the task) is not this lock's doing.
+        assert!(state.woke(&w, Some(Woken::Stray), Wait::Forever).is_none());
         assert_eq!(state.slots[8].stats.spurious_wakeups, 1);
         // A timer that fired before the deadline: the same.
         assert!(state.woke(&w, Some(Woken::Early), Wait::Forever).is_none());
@@ -439,8 +443,11 @@ mod tests {
         ));
         assert_eq!(state.slots[8].stats.spurious_wakeups, 2);
         drop(state);
-        // A granted waiter's wake-up is not spurious.
+        // A granted waiter's wake-up is not spurious. The release sends it
+        // one, which the waiter can tell from a stray one.
+        assert!(!w.rung.load(Ordering::Relaxed));
         a.release(&x, bit(8))?;
+        assert!(w.rung.load(Ordering::Relaxed));
         let mut state = a.state.lock();
         assert!(matches!(
             state.woke(&w, Some(Woken::Notified), Wait::Forever),

@@ -424,10 +424,11 @@ struct tenstorrent_lock_query {
 	__u64 owner_died_count;	/* out: releases because the holder's file closed */
 	/*
 	 * out: returns of a waiter of this lock from its sleep that found
-	 * nothing to act on: no grant, no signal, no deadline, the card
-	 * still there; whoever woke it (the driver, a late wake-up of the
-	 * scheduler, a timer that fired early). A release wakes only the
-	 * waiter it grants to, so it stays near 0.
+	 * nothing to act on (no grant, no signal, no deadline, the card
+	 * still there) after a wake-up sent to it or a timer that fired
+	 * early. A release wakes only the waiter it grants to, so it stays
+	 * 0. A stray wake-up not sent to the waiter (a mutex's deferred
+	 * wake-up meant for an earlier sleep of the task) is not counted.
 	 */
 	__u64 spurious_wakeups;
 };

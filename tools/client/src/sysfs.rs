@@ -76,10 +76,11 @@ pub struct LockLine {
     pub wait_max_ns: u64,
     /// Longest completed hold.
     pub hold_max_ns: u64,
-    /// Wake-ups that found nothing to do. FIFO hand-off wakes only the
-    /// waiter it grants to, so this stays 0 but for wake-ups meant for
-    /// something else, such as a futex's deferred wake-up that reaches a
-    /// task after it went to sleep in the driver.
+    /// Wake-ups sent to a waiter (or its timer firing early) that found
+    /// nothing to do. FIFO hand-off wakes only the waiter it grants to, so
+    /// this stays 0. Stray wake-ups meant for something else, such as a
+    /// mutex's or futex's deferred wake-up that reaches a task after it
+    /// went to sleep in the driver, are not counted.
     pub spurious_wakeups: u64,
 }
 
