@@ -219,6 +219,38 @@ for n in (0, 1):
         ensure(("N150" in d["board_type"].upper()) if n == 0 else ("P150" in d["board_type"].upper()), "card %d board type %r" % (n, d))
 
 
+def tile_memory_both_ways(n, code, value, other, what, env=None):
+    """Runs `code` (a tt-umd program taking n, x, y, addr, value: it writes
+    the word, prints `@read` with what it reads back, waits for a line, and
+    prints `@again` with what it reads then) on card `n`, and checks its
+    side against the card's both ways: the emulator holds what UMD wrote,
+    and UMD reads what the card's side wrote meanwhile. Returns the `@`
+    lines it printed before `@read`, for the caller's own checks."""
+    x, y = TENSIX
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, str(n), str(x), str(y), hex(L1_ADDR), hex(value)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, **(env or {})),
+    )
+    lines = {}
+    while "@read" not in lines:
+        line = p.stdout.readline()
+        if not line:
+            p.kill()
+            raise Failure("card %d: %s stopped: %r\n%s" % (n, what, lines, p.stderr.read()[-3000:]))
+        if line.startswith("@"):
+            k, v = line.split(" ", 1)
+            lines[k] = v
+    ensure(int(lines["@read"]) == value, "card %d: UMD read back %s" % (n, lines["@read"]))
+    ensure(tile_word(n, x, y, L1_ADDR) == value, "card %d: the emulator holds %#x" % (n, tile_word(n, x, y, L1_ADDR)))
+    set_tile_word(n, x, y, L1_ADDR, other)
+    p.stdin.write("\n")
+    p.stdin.flush()
+    out, _ = finish(p, "card %d %s" % (n, what))
+    ensure(("@again %d" % other) in out, "card %d: UMD read %r after the card's write of %#x" % (n, out, other))
+    return lines
+
+
 def test_umd_tile_memory():
     """Tile memory written and read through tt-umd's own TLB path, checked from the emulator's side both ways."""
     code = """
@@ -232,21 +264,7 @@ sys.stdin.readline()  # the test changes the word from the card's side
 print("@again", d.noc_read32(x, y, addr))
 """
     for n in CARDS:
-        x, y = TENSIX
-        value, other = 0x5EED0000 | n, 0xC0DE0000 | n
-        p = subprocess.Popen(
-            [sys.executable, "-c", code, str(n), str(x), str(y), hex(L1_ADDR), hex(value)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        line = p.stdout.readline()
-        ensure(line.startswith("@read "), "card %d: %r %s" % (n, line, p.stderr.read() if not line else ""))
-        ensure(int(line.split()[1]) == value, "card %d: UMD read back %s" % (n, line))
-        ensure(tile_word(n, x, y, L1_ADDR) == value, "card %d: the emulator holds %#x" % (n, tile_word(n, x, y, L1_ADDR)))
-        set_tile_word(n, x, y, L1_ADDR, other)
-        p.stdin.write("\n")
-        p.stdin.flush()
-        out, _ = finish(p, "card %d tile memory" % n)
-        ensure(("@again %d" % other) in out, "card %d: UMD read %r after the card's write of %#x" % (n, out, other))
+        tile_memory_both_ways(n, code, 0x5EED0000 | n, 0xC0DE0000 | n, "tile memory")
 
 
 BH = 1
@@ -613,34 +631,14 @@ sys.stdin.readline()  # the test changes the word from the card's side
 print("@again", d.noc_read32(x, y, addr))
 """
     for n in CARDS:
-        x, y = TENSIX
-        value, other = 0x1A7E0000 | n, 0x0BAD0000 | n
-        p = subprocess.Popen(
-            [sys.executable, "-c", code, str(n), str(x), str(y), hex(L1_ADDR), hex(value)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=dict(os.environ, **UMD_NEXT_ENV),
+        lines = tile_memory_both_ways(
+            n, code, 0x1A7E0000 | n, 0x0BAD0000 | n, "tile memory (tt-umd %s)" % UMD_NEXT_VERSION, UMD_NEXT_ENV
         )
-        lines = {}
-        while "@read" not in lines:
-            line = p.stdout.readline()
-            if not line:
-                p.kill()
-                raise Failure("card %d: tt-umd %s stopped: %r\n%s" % (n, UMD_NEXT_VERSION, lines, p.stderr.read()[-3000:]))
-            if line.startswith("@"):
-                k, v = line.split(" ", 1)
-                lines[k] = v
         version, path = json.loads(lines["@version"])
         ensure(version == UMD_NEXT_VERSION and path.startswith(UMD_NEXT), "imported tt-umd %s from %s" % (version, path))
         ensure(json.loads(lines["@kmd"]) == [2, 11, 0], "read_kmd_version: %s" % lines["@kmd"])
         ensure(json.loads(lines["@enum"]) == [0, 1], "enumerate_devices: %s" % lines["@enum"])
         ensure(ARCH[n] in json.loads(lines["@arch"]).lower(), "card %d arch %s" % (n, lines["@arch"]))
-        ensure(int(lines["@read"]) == value, "card %d: UMD read back %s" % (n, lines["@read"]))
-        ensure(tile_word(n, x, y, L1_ADDR) == value, "card %d: the emulator holds %#x" % (n, tile_word(n, x, y, L1_ADDR)))
-        set_tile_word(n, x, y, L1_ADDR, other)
-        p.stdin.write("\n")
-        p.stdin.flush()
-        out, _ = finish(p, "card %d tile memory (tt-umd %s)" % (n, UMD_NEXT_VERSION))
-        ensure(("@again %d" % other) in out, "card %d: UMD read %r after the card's write of %#x" % (n, out, other))
 
 
 def test_umd_next_kmd_mutex_across_processes():
