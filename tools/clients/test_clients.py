@@ -219,6 +219,16 @@ for n in (0, 1):
         ensure(("N150" in d["board_type"].upper()) if n == 0 else ("P150" in d["board_type"].upper()), "card %d board type %r" % (n, d))
 
 
+# The end of a tile_memory_both_ways program, once it has its TTDevice `d`.
+TILE_MEMORY_BOTH_WAYS = """
+d.noc_write32(x, y, addr, value)
+print("@read", d.noc_read32(x, y, addr))
+sys.stdout.flush()
+sys.stdin.readline()  # the test changes the word from the card's side
+print("@again", d.noc_read32(x, y, addr))
+"""
+
+
 def tile_memory_both_ways(n, code, value, other, what, env=None):
     """Runs `code` (a tt-umd program taking n, x, y, addr, value: it writes
     the word, prints `@read` with what it reads back, waits for a line, and
@@ -257,12 +267,8 @@ def test_umd_tile_memory():
 import sys, tt_umd
 n, x, y, addr, value = (int(a, 0) for a in sys.argv[1:])
 d = tt_umd.TTDevice.create(n)
-d.noc_write32(x, y, addr, value)
-print("@read", d.noc_read32(x, y, addr))
-sys.stdout.flush()
-sys.stdin.readline()  # the test changes the word from the card's side
-print("@again", d.noc_read32(x, y, addr))
 """
+    code += TILE_MEMORY_BOTH_WAYS
     for n in CARDS:
         tile_memory_both_ways(n, code, 0x5EED0000 | n, 0xC0DE0000 | n, "tile memory")
 
@@ -624,12 +630,8 @@ n, x, y, addr, value = (int(a, 0) for a in sys.argv[1:])
 d = tt_umd.TTDevice.create(n)
 d.init_tt_device()
 print("@arch", json.dumps(str(d.get_arch())))
-d.noc_write32(x, y, addr, value)
-print("@read", d.noc_read32(x, y, addr))
-sys.stdout.flush()
-sys.stdin.readline()  # the test changes the word from the card's side
-print("@again", d.noc_read32(x, y, addr))
 """
+    code += TILE_MEMORY_BOTH_WAYS
     for n in CARDS:
         lines = tile_memory_both_ways(
             n, code, 0x1A7E0000 | n, 0x0BAD0000 | n, "tile memory (tt-umd %s)" % UMD_NEXT_VERSION, UMD_NEXT_ENV

@@ -16,7 +16,8 @@ use std::fmt::Write;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use tt_arbiter::sysfs::{cards_in, read_locks_in};
+use tt_arbiter::resources::Exclusive;
+use tt_arbiter::sysfs::{cards_in, parse_pids, read_locks_in};
 
 /// Where the views are: `/sys` and `/proc` on a live system, the host's
 /// mounted elsewhere in a monitoring container (as node_exporter's
@@ -166,8 +167,8 @@ fn format_value(v: f64) -> String {
     }
 }
 
-/// `key=value` words of a one-line view (`dma/usage`, `smc/counters`,
-/// `tlb/SIZE`, `open/exclusive`).
+/// `key=value` words of a one-line view the client library has no
+/// parser for (`dma/usage`, `smc/counters`, `tlb/SIZE`).
 fn key_values(text: &str) -> BTreeMap<String, String> {
     text.split_whitespace()
         .filter_map(|w| w.split_once('='))
@@ -234,14 +235,15 @@ fn card_metrics(e: &mut Exposition, views: &Views, card: u32) {
         1.0,
     );
 
-    let pids = read_trimmed(&views.proc_dir(card).join("pids"));
+    let pids =
+        read_trimmed(&views.proc_dir(card).join("pids")).and_then(|text| parse_pids(&text).ok());
     readable(e, "pids", pids.is_some());
     if let Some(pids) = pids {
         e.gauge(
             "tenstorrent_open_files",
             "Open files of the card (/proc/driver/tenstorrent/N/pids).",
             vec![c()],
-            pids.lines().filter(|l| !l.trim().is_empty()).count() as f64,
+            pids.len() as f64,
         );
     }
 
@@ -295,14 +297,14 @@ fn card_metrics(e: &mut Exposition, views: &Views, card: u32) {
         }
     }
 
-    let excl = read_trimmed(&dir.join("open/exclusive")).map(|t| key_values(&t));
+    let excl = read_trimmed(&dir.join("open/exclusive")).and_then(|t| t.parse::<Exclusive>().ok());
     readable(e, "open/exclusive", excl.is_some());
-    if let Some(v) = excl.as_ref().and_then(|m| number(m, "held")) {
+    if let Some(excl) = excl {
         e.gauge(
             "tenstorrent_exclusive_open",
             "Whether an O_EXCL file holds the card.",
             vec![c()],
-            v,
+            u8::from(excl.held).into(),
         );
     }
 
@@ -814,6 +816,7 @@ mod tests {
         );
         assert_eq!(v("tenstorrent_open_files", &[("card", "0")]), Some(2.0));
         assert_eq!(v("tenstorrent_open_files", &[("card", "1")]), Some(0.0));
+        assert_eq!(v("tenstorrent_exclusive_open", &[("card", "0")]), Some(0.0));
         assert_eq!(
             v(
                 "tenstorrent_tlb_windows_free",
