@@ -218,8 +218,14 @@ impl Throughput {
         let total: u64 = counts.iter().sum();
         let min = counts.iter().copied().min().unwrap_or(0);
         let max = counts.iter().copied().max().unwrap_or(0);
+        Throughput::new(total as f64 * 1e9 / ns.max(1) as f64, min, max)
+    }
+
+    /// `per_sec` overall, the least and the most one process did; fairness
+    /// is their ratio (0 when nobody did anything).
+    pub fn new(per_sec: f64, min: u64, max: u64) -> Throughput {
         Throughput {
-            per_sec: total as f64 * 1e9 / ns.max(1) as f64,
+            per_sec,
             min,
             max,
             fairness: if max == 0 {

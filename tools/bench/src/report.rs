@@ -136,19 +136,6 @@ fn push_to<K: PartialEq + Copy, T>(v: &mut Vec<(K, Vec<(usize, T)>)>, key: K, n:
     }
 }
 
-pub(crate) fn tp_of(per_sec: f64, min: u64, max: u64) -> Throughput {
-    Throughput {
-        per_sec,
-        min,
-        max,
-        fairness: if max == 0 {
-            0.0
-        } else {
-            min as f64 / max as f64
-        },
-    }
-}
-
 impl Baseline {
     /// The baseline lines of `r`.
     pub fn text(r: &Results) -> String {
@@ -252,7 +239,7 @@ impl Baseline {
                     v.push((mech()?, st));
                 }
                 ("busy" | "empty", 10) => {
-                    let tp = tp_of(num(3)?, int(4)?, int(5)?);
+                    let tp = Throughput::new(num(3)?, int(4)?, int(5)?);
                     let busy = Busy {
                         per_sec: tp.per_sec,
                         min: tp.min,
@@ -277,12 +264,12 @@ impl Baseline {
                     let group = |i: usize| -> Result<Group, String> {
                         Ok(Group {
                             procs: int(i)? as usize,
-                            tp: tp_of(num(i + 1)?, int(i + 2)?, int(i + 3)?),
+                            tp: Throughput::new(num(i + 1)?, int(i + 2)?, int(i + 3)?),
                             wait: hist(i + 4)?,
                         })
                     };
                     let (pollers, blockers) = (group(3)?, group(8)?);
-                    let all = tp_of(
+                    let all = Throughput::new(
                         pollers.tp.per_sec + blockers.tp.per_sec,
                         pollers.tp.min.min(blockers.tp.min),
                         pollers.tp.max.max(blockers.tp.max),
@@ -298,7 +285,7 @@ impl Baseline {
                 ("smc", 8) => {
                     let pat = Pattern::from_name(f[1]).ok_or_else(bad)?;
                     let x = Smc {
-                        tp: tp_of(num(3)?, int(4)?, int(5)?),
+                        tp: Throughput::new(num(3)?, int(4)?, int(5)?),
                         errors: int(6)?,
                         rtt: hist(7)?,
                     };

@@ -333,22 +333,15 @@ impl Results {
                     );
                     match theirs.and_then(|v| at(v, m, p)) {
                         Some(b) => {
-                            let (om, op) = (o.wait.quantile(0.5), o.wait.quantile(0.99));
-                            let (bm, bp) = (b.wait.quantile(0.5), b.wait.quantile(0.99));
+                            let (waits_met, waits) = compare_waits(&o.wait, &b.wait);
                             t.push(Target {
                                 name,
-                                met: o.per_sec >= b.per_sec && om <= bm && op <= bp,
+                                met: o.per_sec >= b.per_sec && waits_met,
                                 detail: format!(
-                                    "throughput {:.2}x ({} vs {}), wait median {:.2}x ({} vs {}), p99 {:.2}x ({} vs {})",
+                                    "throughput {:.2}x ({} vs {}), wait {waits}",
                                     against(o.per_sec, b.per_sec),
                                     fmt_rate(o.per_sec),
                                     fmt_rate(b.per_sec),
-                                    against(om, bm),
-                                    fmt_ns(om),
-                                    fmt_ns(bm),
-                                    against(op, bp),
-                                    fmt_ns(op),
-                                    fmt_ns(bp)
                                 ),
                             });
                         }
@@ -375,17 +368,9 @@ impl Results {
                         ("pollers", &o.pollers, &b.pollers),
                         ("blockers", &o.blockers, &b.blockers),
                     ] {
-                        let (om, op) = (og.wait.quantile(0.5), og.wait.quantile(0.99));
-                        let (bm, bp) = (bg.wait.quantile(0.5), bg.wait.quantile(0.99));
-                        met &= om <= bm && op <= bp;
-                        let _ = write!(
-                            detail,
-                            "; {g}: wait median {:.2}x, p99 {:.2}x ({} vs {})",
-                            against(om, bm),
-                            against(op, bp),
-                            fmt_ns(op),
-                            fmt_ns(bp)
-                        );
+                        let (waits_met, waits) = compare_waits(&og.wait, &bg.wait);
+                        met &= waits_met;
+                        let _ = write!(detail, "; {g}: wait {waits}");
                     }
                     t.push(Target { name, met, detail });
                 }
@@ -407,20 +392,13 @@ impl Results {
                 .and_then(|k| k.smc.iter().find(|(p, _)| *p == Pattern::Poll1ms))
                 .and_then(|(_, v)| find_n(v, n));
             if let (Some(o), Some(b)) = (o, b) {
-                let (om, op) = (o.rtt.quantile(0.5), o.rtt.quantile(0.99));
-                let (bm, bp) = (b.rtt.quantile(0.5), b.rtt.quantile(0.99));
+                let (rtt_met, rtt) = compare_waits(&o.rtt, &b.rtt);
                 t.push(Target {
                     name: format!("SMC_MSG polled every 1 ms, {n} files: >= 1.0x tt-kmd's messages/s, <= 1.0x its round trip (median, p99)"),
-                    met: o.tp.per_sec >= b.tp.per_sec && om <= bm && op <= bp,
+                    met: o.tp.per_sec >= b.tp.per_sec && rtt_met,
                     detail: format!(
-                        "messages/s {:.2}x, round trip median {:.2}x ({} vs {}), p99 {:.2}x ({} vs {})",
+                        "messages/s {:.2}x, round trip {rtt}",
                         against(o.tp.per_sec, b.tp.per_sec),
-                        against(om, bm),
-                        fmt_ns(om),
-                        fmt_ns(bm),
-                        against(op, bp),
-                        fmt_ns(op),
-                        fmt_ns(bp)
                     ),
                 });
             }
@@ -493,6 +471,23 @@ impl Results {
     }
 }
 
+/// Whether `ours` waits no longer than `theirs` at the median and at p99,
+/// and the two ratios with their values, for a target's detail.
+fn compare_waits(ours: &Hist, theirs: &Hist) -> (bool, String) {
+    let (om, op) = (ours.quantile(0.5), ours.quantile(0.99));
+    let (tm, tp) = (theirs.quantile(0.5), theirs.quantile(0.99));
+    let detail = format!(
+        "median {:.2}x ({} vs {}), p99 {:.2}x ({} vs {})",
+        om / tm,
+        fmt_ns(om),
+        fmt_ns(tm),
+        op / tp,
+        fmt_ns(op),
+        fmt_ns(tp)
+    );
+    (om <= tm && op <= tp, detail)
+}
+
 fn find_mix(v: &[(Mix, Vec<(usize, Mixed)>)], k: Mix, p: usize) -> Option<&Mixed> {
     v.iter()
         .find(|(x, _)| *x == k)
@@ -503,7 +498,8 @@ fn find_mix(v: &[(Mix, Vec<(usize, Mixed)>)], k: Mix, p: usize) -> Option<&Mixed
 pub(crate) mod tests {
     use super::*;
     use crate::bench::Stat;
-    use crate::report::{tp_of, Setup};
+    use crate::bench::Throughput;
+    use crate::report::Setup;
 
     /// A run whose rates scale with `speed` and whose waits with
     /// 1/`speed`: flock's waits 3x the others', its fairness 0.3 against
@@ -530,7 +526,7 @@ pub(crate) mod tests {
             } else {
                 (1.0, 95)
             };
-            let tp = tp_of(1000.0 * speed, min, 100);
+            let tp = Throughput::new(1000.0 * speed, min, 100);
             Busy {
                 per_sec: tp.per_sec,
                 min: tp.min,
@@ -554,12 +550,12 @@ pub(crate) mod tests {
                         fairness: 0.5,
                         pollers: Group {
                             procs: p / 2,
-                            tp: tp_of(400.0 * speed, 50, 100),
+                            tp: Throughput::new(400.0 * speed, 50, 100),
                             wait: hist(2.0 / speed),
                         },
                         blockers: Group {
                             procs: p - p / 2,
-                            tp: tp_of(500.0 * speed, 50, 100),
+                            tp: Throughput::new(500.0 * speed, 50, 100),
                             wait: hist(1.0 / speed),
                         },
                     };
@@ -573,7 +569,7 @@ pub(crate) mod tests {
                 .into_iter()
                 .map(|n| {
                     let x = Smc {
-                        tp: tp_of(300.0 * speed, 9, 10),
+                        tp: Throughput::new(300.0 * speed, 9, 10),
                         rtt: hist(n as f64 / speed),
                         errors: 0,
                     };
