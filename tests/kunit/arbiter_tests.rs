@@ -50,15 +50,7 @@ fn take(a: &Arbiter, who: &Owner, mask: LockMask) -> Result<Acquired, AcquireErr
 /// Queues a request that cannot be granted at once, as a blocking request
 /// does before it sleeps.
 fn queue(a: &Arbiter, who: &Owner, mask: LockMask) -> Result<Arc<Waiter>> {
-    let waiter = a
-        .new_waiter(who, mask, Requester::current(), monotonic_ns())
-        .map_err(|_| ENOMEM)?;
-    let mut state = a.state.lock();
-    if !state.is_blocked(who, mask, monotonic_ns()) {
-        return Err(EINVAL);
-    }
-    state.enqueue(waiter.clone()).map_err(|_| ENOMEM)?;
-    Ok(waiter)
+    queue_at(a, who, mask, monotonic_ns())
 }
 
 /// Queues a blocking request as [`queue`] does, as if it had queued at

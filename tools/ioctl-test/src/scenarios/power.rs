@@ -103,33 +103,31 @@ fn set(dev: &impl AsRawFd, arg: &mut abi::PowerState) -> io::Result<i32> {
 /// posted last, if any (`sending=0`): opens and closes do not wait for it.
 /// A driver without the field sent it before the open or close returned.
 pub(super) fn power_settled(n: u32) -> TestResult {
-    let start = Instant::now();
-    while state(n)?.contains("sending=1") {
-        ensure!(
-            start.elapsed() < PATIENCE,
-            "card {n}: a power message stays unanswered: {}",
-            state(n)?
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(())
+    wait_while_state_shows(n, "sending=1", "a power message stays unanswered", 10)
 }
 
 /// Waits until no powerdown is pending from an earlier scenario's close,
 /// which would otherwise arrive in the middle of this one, and no power
 /// message is on its way.
 fn settle(n: u32) -> TestResult {
-    let start = Instant::now();
     power_settled(n)?;
-    while state(n)?.contains("powerdown_pending=1") {
+    wait_while_state_shows(n, "powerdown_pending=1", "a powerdown stays pending", 50)?;
+    power_settled(n)
+}
+
+/// Waits, looking every `period_ms`, until card `n`'s `power_votes/state`
+/// no longer shows `field`; `stuck` says what it means if it always does.
+fn wait_while_state_shows(n: u32, field: &str, stuck: &str, period_ms: u64) -> TestResult {
+    let start = Instant::now();
+    while state(n)?.contains(field) {
         ensure!(
             start.elapsed() < PATIENCE,
-            "card {n}: a powerdown stays pending: {}",
+            "card {n}: {stuck}: {}",
             state(n)?
         );
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(period_ms));
     }
-    power_settled(n)
+    Ok(())
 }
 
 /// Waits for the firmware to receive more than `count` settings.
