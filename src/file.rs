@@ -413,9 +413,10 @@ fn write_sized_output(out: usize, output_size_bytes: u32, answer: &[u8]) -> Resu
 /// Reads an argument in the extensible style (`argsz` first, then
 /// `flags`) into `bytes`, the kernel's struct, whose size is also the
 /// struct's first version's: every command that has `argsz`, ours and
-/// tt-kmd's (SET_NOC_CLEANUP, SET_POWER_STATE, EXPORT_TLB_DMABUF, NOC_READ,
-/// NOC_WRITE), goes through here, so all negotiate alike (tt-kmd 2.11's
-/// `copy_struct_from_user` rule).
+/// tt-kmd's (SET_NOC_CLEANUP, SET_POWER_STATE, NOC_READ, NOC_WRITE,
+/// SMC_MSG), goes through here, so all negotiate alike (tt-kmd 2.11's
+/// `copy_struct_from_user` rule), except EXPORT_TLB_DMABUF
+/// ([`read_exact_argsz`]).
 ///
 /// `argsz` is read alone first: below the struct's size it is `EINVAL`
 /// without a byte past `argsz` being touched. Past the kernel's size, the
@@ -443,6 +444,22 @@ fn read_extensible(arg: usize, bytes: &mut [u8]) -> Result {
         }
     }
     Ok(())
+}
+
+/// Reads an argument whose `argsz` must be exactly the kernel's struct
+/// size into `bytes`: EXPORT_TLB_DMABUF, which tt-kmd's argsz change (PR
+/// #277) left alone. tt-kmd refuses any other `argsz` with `EINVAL`, a
+/// larger one whose tail is zero included, and its test program checks
+/// that (dmabuf_export: one byte more is `EINVAL`); a program written for
+/// tt-kmd never passes anything else. `argsz` is read alone first, as in
+/// [`read_extensible`], so nothing past a wrong one is read.
+fn read_exact_argsz(arg: usize, bytes: &mut [u8]) -> Result {
+    if usize::try_from(read_u32(arg)?)? != bytes.len() {
+        return Err(EINVAL);
+    }
+    UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+        .reader()
+        .read_slice(bytes)
 }
 
 fn write_back(arg: usize, bytes: &[u8]) -> Result {
@@ -1086,12 +1103,12 @@ impl OpenFile {
         self.card.noc_cleanups.set(self.owner.id(), cleanup)
     }
 
-    /// EXPORT_TLB_DMABUF, as tt-kmd 2.10 (src/export.rs), with `argsz`
-    /// negotiated: writes the kernel's struct back with `fd`; the
+    /// EXPORT_TLB_DMABUF, as tt-kmd 2.10 and 2.11 (src/export.rs), `argsz`
+    /// exactly 32 as there: writes the kernel's struct back with `fd`; the
     /// descriptor exists only once that write succeeded.
     fn export_tlb_dmabuf(&self, arg: usize) -> Result {
         let mut bytes = [0u8; ExportTlbDmabuf::SIZE];
-        read_extensible(arg, &mut bytes)?;
+        read_exact_argsz(arg, &mut bytes)?;
         let mut request = ExportTlbDmabuf::decode(&bytes);
         let pending = self.card.export_window(self.owner.id(), &request)?;
         request.fd = pending.fd() as u32;

@@ -89,11 +89,13 @@
 
 /*
  * The C driver's commands that start with `argsz` (SET_NOC_CLEANUP,
- * SET_POWER_STATE, EXPORT_TLB_DMABUF, SMC_MSG, NOC_READ, NOC_WRITE)
- * negotiate it as tt-kmd 2.11 does, and as this module's own commands do:
- * argsz below the struct's size is EINVAL (nothing past argsz is read), a
- * larger argsz is accepted when the bytes past the kernel's struct are zero
- * (E2BIG otherwise, and above 4096), unknown flags are EINVAL.
+ * SET_POWER_STATE, SMC_MSG, NOC_READ, NOC_WRITE) negotiate it as tt-kmd
+ * 2.11 does, and as this module's own commands do: argsz below the
+ * struct's size is EINVAL (nothing past argsz is read), a larger argsz is
+ * accepted when the bytes past the kernel's struct are zero (E2BIG
+ * otherwise, and above 4096), unknown flags are EINVAL. EXPORT_TLB_DMABUF
+ * keeps tt-kmd's rule: argsz must be exactly its struct's size (EINVAL
+ * otherwise).
  */
 
 /*
@@ -609,7 +611,8 @@ struct tenstorrent_power_state {
  * for peer-to-peer importers; `fd` is its new descriptor (close-on-exec).
  * The export holds the window (it survives FREE_TLB and close) until the
  * dma-buf is released; RESET_DEVICE 1-5 is EBUSY meanwhile; unbind revokes
- * it. argsz as above (the kernel writes its own struct back); EINVAL for
+ * it. argsz must be 32, sizeof this struct, as in tt-kmd (EINVAL
+ * otherwise; the kernel writes the struct back); EINVAL for
  * flags, tlb_id >= 256 or of no window, offset or size not page-aligned or
  * past the window; EPERM for a window not held.
  */

@@ -1,7 +1,7 @@
 //! argsz negotiation, the same on every command that has an `argsz`:
-//! tt-kmd 2.11's (SET_NOC_CLEANUP, SET_POWER_STATE, EXPORT_TLB_DMABUF,
-//! NOC_READ, NOC_WRITE) and this module's own (ACQUIRE, ACQUIRE_SET,
-//! RELEASE, QUERY, TLB_ALLOCATE). One table, one set of checks (tt-kmd's
+//! tt-kmd 2.11's (SET_NOC_CLEANUP, SET_POWER_STATE, NOC_READ, NOC_WRITE,
+//! SMC_MSG) and this module's own (ACQUIRE, ACQUIRE_SET, RELEASE, QUERY,
+//! TLB_ALLOCATE). One table, one set of checks (tt-kmd's
 //! test/ioctl_argsz.cpp, plus this module's 4096 cap): argsz 0 and one
 //! short EINVAL, also when the bytes past argsz are not readable (nothing
 //! past argsz is read); argsz equal accepted, also at the very end of
@@ -9,12 +9,22 @@
 //! left alone), with a non-zero byte anywhere in it E2BIG; above 4096
 //! E2BIG; an unknown flag EINVAL.
 //!
-//! Against the driver before argsz negotiation, SET_NOC_CLEANUP,
-//! SET_POWER_STATE and EXPORT_TLB_DMABUF answer EINVAL to the larger argsz
-//! with a zero tail, and the own commands EFAULT to a short argsz at the
-//! end of readable memory (they read their whole struct first): both fail
-//! here (seen against the module before this change: "ACQUIRE argsz 0 at
-//! the end of readable memory: got EFAULT, expected EINVAL").
+//! EXPORT_TLB_DMABUF is the exception, as in tt-kmd: its `argsz` must be
+//! exactly 32 (tt-kmd 2.10 and its argsz change, PR #277, both refuse
+//! `argsz != sizeof`, and its test program's dmabuf_export checks that one
+//! byte more is EINVAL), so every other `argsz`, a larger one with a zero
+//! tail included, is EINVAL.
+//!
+//! Against the driver before argsz negotiation, SET_NOC_CLEANUP and
+//! SET_POWER_STATE answer EINVAL to the larger argsz with a zero tail, and
+//! the own commands EFAULT to a short argsz at the end of readable memory
+//! (they read their whole struct first): both fail here (seen against the
+//! module before this change: "ACQUIRE argsz 0 at the end of readable
+//! memory: got EFAULT, expected EINVAL"). Against the module that
+//! negotiated EXPORT_TLB_DMABUF's argsz too (2026-12-04): "card 0:
+//! EXPORT_TLB_DMABUF argsz 33 with a zero tail: got success, expected
+//! EINVAL", the failure of tt-kmd's own test program on it ("Export
+//! accepted a bad argsz").
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -42,6 +52,9 @@ struct Case {
     before: fn(&Device) -> TestResult,
     /// Undoes a success, given what the kernel wrote back.
     after: fn(&Device, &[u8]) -> TestResult,
+    /// `argsz` must be exactly the struct's size (tt-kmd's
+    /// EXPORT_TLB_DMABUF): any other is EINVAL, nothing negotiated.
+    exact: bool,
 }
 
 fn nothing(_: &Device) -> TestResult {
@@ -112,6 +125,7 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
             unknown_flag: 1 << 2,
             before: nothing,
             after: |d, _| ctx(d.release(bit(L)), "RELEASE"),
+            exact: false,
         },
         Case {
             name: "ACQUIRE_SET",
@@ -120,6 +134,7 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
             unknown_flag: 1 << 2,
             before: nothing,
             after: |d, _| ctx(d.release(bit(L) | bit(L + 1)), "RELEASE"),
+            exact: false,
         },
         Case {
             name: "RELEASE",
@@ -128,6 +143,7 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
             unknown_flag: 1,
             before: |d| ctx(d.acquire(L, tt_arbiter::Wait::Try), "ACQUIRE").map(|_| ()),
             after: nothing_after,
+            exact: false,
         },
         Case {
             name: "QUERY",
@@ -136,6 +152,7 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
             unknown_flag: 1,
             before: nothing,
             after: nothing_after,
+            exact: false,
         },
         Case {
             name: "TLB_ALLOCATE",
@@ -145,6 +162,7 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
             before: nothing,
             // `id` at offset 24.
             after: |d, b| expect_ok(free(d, u32_at(b, 24)), "FREE_TLB").map(|_| ()),
+            exact: false,
         },
         Case {
             name: "SET_NOC_CLEANUP",
@@ -153,6 +171,7 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
             unknown_flag: 1,
             before: nothing,
             after: nothing_after,
+            exact: false,
         },
         Case {
             name: "SET_POWER_STATE",
@@ -161,6 +180,7 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
             unknown_flag: 1,
             before: nothing,
             after: nothing_after,
+            exact: false,
         },
         Case {
             name: "EXPORT_TLB_DMABUF",
@@ -176,6 +196,7 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
                 drop(unsafe { OwnedFd::from_raw_fd(fd) });
                 Ok(())
             },
+            exact: true,
         },
         Case {
             name: "NOC_READ",
@@ -184,6 +205,7 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
             unknown_flag: 1,
             before: nothing,
             after: nothing_after,
+            exact: false,
         },
         Case {
             name: "NOC_WRITE",
@@ -192,6 +214,7 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
             unknown_flag: 1,
             before: nothing,
             after: nothing_after,
+            exact: false,
         },
         Case {
             name: "SMC_MSG",
@@ -212,6 +235,7 @@ fn cases(dev: &Device, n: u32) -> Result<Vec<Case>, String> {
                 )
                 .map(|_| ())
             },
+            exact: false,
         },
     ])
 }
@@ -264,6 +288,9 @@ fn check(dev: &Device, n: u32, c: &Case) -> TestResult {
     let (r, back) = call_at_end(dev, c.cmd, &c.body)?;
     expect_ok(r, &what("argsz equal, at the end of readable memory"))?;
     (c.after)(dev, &back)?;
+    if c.exact {
+        return check_exact(dev, n, c);
+    }
     // Larger with a zero tail: accepted, the tail untouched.
     let mut larger = c.body.clone();
     larger.resize(size + EXTRA, 0);
@@ -311,6 +338,52 @@ fn check(dev: &Device, n: u32, c: &Case) -> TestResult {
     // Nothing of a refused call was kept.
     let q = query(dev, L)?;
     ensure!(!q.held, "{}: lock {L} held at the end: {q:?}", what(""));
+    Ok(())
+}
+
+/// The rest of [`check`] for a command whose `argsz` must be exactly its
+/// struct's size: one byte more (tt-kmd's own check), a larger one with a
+/// zero tail or with a non-zero byte, and one above the cap are all
+/// EINVAL, and the caller's bytes are left alone; an unknown flag EINVAL.
+fn check_exact(dev: &Device, n: u32, c: &Case) -> TestResult {
+    let size = c.body.len();
+    let what = |s: &str| format!("card {n}: {} {s}", c.name);
+    for (argsz, set) in [
+        (size + 1, None),
+        (size + EXTRA, None),
+        (size + EXTRA, Some(size)),
+        (4097, None),
+    ] {
+        let mut buf = c.body.clone();
+        buf.resize(argsz.max(size + EXTRA), 0);
+        buf[..4].copy_from_slice(&(argsz as u32).to_ne_bytes());
+        if let Some(at) = set {
+            buf[at] = 0x01;
+        }
+        let before = buf.clone();
+        let tail = if set.is_some() {
+            "a non-zero"
+        } else {
+            "a zero"
+        };
+        expect_errno(
+            ioctl_addr(dev.as_raw_fd(), c.cmd, buf.as_mut_ptr() as usize),
+            libc::EINVAL,
+            &what(&format!("argsz {argsz} with {tail} tail")),
+        )?;
+        ensure!(
+            buf == before,
+            "{}: a refused call changed the caller's bytes",
+            what(&format!("argsz {argsz}"))
+        );
+    }
+    let mut b = c.body.clone();
+    b[4..8].copy_from_slice(&c.unknown_flag.to_ne_bytes());
+    expect_errno(
+        ioctl_addr(dev.as_raw_fd(), c.cmd, b.as_mut_ptr() as usize),
+        libc::EINVAL,
+        &what(&format!("flags {:#x}", c.unknown_flag)),
+    )?;
     Ok(())
 }
 
