@@ -2181,11 +2181,19 @@ mod tests {
             let r = kmd_queue_send(&mut fw, [0x90, 7, 0, 0, 0, 0, 0, 0]).unwrap();
             assert_eq!((r[0], r[1]), (0, 8), "{arch:?}: served at the new place");
             assert_eq!(fw.read32(csm(old + 0x10)), Some(0), "{arch:?}: not taken");
-            assert_eq!(fw.read32(csm(old + 0x14)), Some(0), "{arch:?}: not answered");
+            assert_eq!(
+                fw.read32(csm(old + 0x14)),
+                Some(0),
+                "{arch:?}: not answered"
+            );
             assert_eq!(fw.move_queues(), old, "{arch:?}: moved back");
             fw.move_queues();
             fw.reset();
-            assert_eq!(fw.read32(csm(qcb)), Some(published(old)), "{arch:?}: reboot");
+            assert_eq!(
+                fw.read32(csm(qcb)),
+                Some(published(old)),
+                "{arch:?}: reboot"
+            );
         }
     }
 

@@ -509,13 +509,25 @@ mod tests {
         let shared = Shared::new(Arch::Blackhole);
         let mut backend = Backend::new(shared.clone());
         let mut word = [0u8; 4];
-        backend.region_read(VFIO_PCI_BAR0_REGION_INDEX, 0, &mut word).unwrap();
-        backend.region_read(VFIO_PCI_BAR0_REGION_INDEX, 4, &mut word).unwrap();
-        backend.region_write(VFIO_PCI_BAR0_REGION_INDEX, 0, &word).unwrap();
-        backend.region_write(VFIO_PCI_BAR2_REGION_INDEX, 0x1000, &word).unwrap();
-        backend.region_read(VFIO_PCI_CONFIG_REGION_INDEX, 0, &mut word).unwrap();
+        backend
+            .region_read(VFIO_PCI_BAR0_REGION_INDEX, 0, &mut word)
+            .unwrap();
+        backend
+            .region_read(VFIO_PCI_BAR0_REGION_INDEX, 4, &mut word)
+            .unwrap();
+        backend
+            .region_write(VFIO_PCI_BAR0_REGION_INDEX, 0, &word)
+            .unwrap();
+        backend
+            .region_write(VFIO_PCI_BAR2_REGION_INDEX, 0x1000, &word)
+            .unwrap();
+        backend
+            .region_read(VFIO_PCI_CONFIG_REGION_INDEX, 0, &mut word)
+            .unwrap();
         // Outside the BAR: refused, not counted.
-        assert!(backend.region_read(VFIO_PCI_BAR2_REGION_INDEX, 1 << 20, &mut word).is_err());
+        assert!(backend
+            .region_read(VFIO_PCI_BAR2_REGION_INDEX, 1 << 20, &mut word)
+            .is_err());
         assert_eq!(shared.bar_accesses.of(0), (2, 1));
         assert_eq!(shared.bar_accesses.of(2), (0, 1));
         assert_eq!(shared.bar_accesses.of(4), (0, 0));

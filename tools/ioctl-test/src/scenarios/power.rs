@@ -118,7 +118,7 @@ pub(super) fn power_settled(n: u32) -> TestResult {
 /// Waits until no powerdown is pending from an earlier scenario's close,
 /// which would otherwise arrive in the middle of this one, and no power
 /// message is on its way.
-fn settle(n: u32) -> TestResult {
+pub(super) fn settle(n: u32) -> TestResult {
     let start = Instant::now();
     power_settled(n)?;
     while state(n)?.contains("powerdown_pending=1") {
