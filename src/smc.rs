@@ -16,8 +16,11 @@
 //! file's POST or POLL:
 //!
 //! - The queue advances by itself: while a message is outstanding a work
-//!   item looks at the queue every [`POLL_PERIOD_MS`] and collects the
-//!   response the moment it is there, so a file that sleeps in `poll(2)`,
+//!   item looks at the queue, first after 50 µs, then backing off to every
+//!   millisecond ([`POLL_FIRST_US`], [`POLL_MAX_US`]: hrtimer sleeps, not
+//!   jiffies), and collects the response the moment it is there; a look
+//!   costs a few reads of the queue's header (its place is kept between
+//!   looks), so a file that sleeps in `poll(2)`,
 //!   `epoll` or the blocking wait is woken without polling. Neither chip's
 //!   firmware raises an interrupt to the host when it answers (tt-kmd,
 //!   tt-umd and luwen all poll the response pointer; the Blackhole MSI
@@ -91,8 +94,15 @@ use kernel::{
 /// take it once it is the next to go (tt-kmd's `ARC_MSG_TIMEOUT_MS`);
 /// debugfs `smc_timeout_ms` changes it per card (for tests).
 pub(crate) const MSG_TIMEOUT_MS: u32 = 1000;
-/// How often the queue is looked at while a message is outstanding.
-pub(crate) const POLL_PERIOD_MS: u32 = 1;
+/// While a message is outstanding the work item looks at the queue, sleeps
+/// [`POLL_FIRST_US`], looks again, and doubles the sleep each time up to
+/// [`POLL_MAX_US`]; after [`POLL_LOOKS`] looks it queues itself again (at
+/// once) rather than keep its worker. The sleeps are `usleep_range`
+/// (hrtimers): a jiffy-based delay is never shorter than a jiffy, 4 ms on
+/// Debian's HZ=250 kernel, which was the old 1 ms period in practice.
+pub(crate) const POLL_FIRST_US: i64 = 50;
+pub(crate) const POLL_MAX_US: i64 = 1000;
+pub(crate) const POLL_LOOKS: u32 = 64;
 /// Longest a driver message waits, queued and sent (one message ahead of
 /// it and its own, at the default deadline).
 pub(crate) const KERNEL_WAIT_MS: u32 = 2 * MSG_TIMEOUT_MS;
@@ -581,13 +591,15 @@ impl SmcQueue {
     }
 
     /// Moves the queue on (the work item, while messages are outstanding):
-    /// `kick` is called under the queue's lock when one still is.
-    pub(crate) fn advance(&self, firmware: &Firmware<'_>, kick: impl FnOnce()) {
+    /// whether one still is; `kick` is called under the queue's lock then.
+    pub(crate) fn advance(&self, firmware: &Firmware<'_>, kick: impl FnOnce()) -> bool {
         let mut state = self.state.lock();
         self.advance_locked(&mut state, firmware);
-        if state.busy() && !state.gone {
+        let busy = state.busy() && !state.gone;
+        if busy {
             kick();
         }
+        busy
     }
 
     /// Collects what the firmware answered and sends what is next, as far
