@@ -29,7 +29,9 @@ use crate::{
     },
     smc::{
         SmcQueue,
-        POLL_PERIOD_MS, //
+        POLL_FIRST_US,
+        POLL_LOOKS,
+        POLL_MAX_US, //
     },
     telemetry::Telemetry,
     tlb::{
@@ -47,6 +49,7 @@ use kernel::{
     },
     task::Task,
     time::{
+        delay::fsleep,
         msecs_to_jiffies,
         Delta, //
     },
@@ -254,9 +257,23 @@ impl WorkItem<1> for Card {
 
     fn run(card: Arc<Card>) {
         let firmware = card.firmware();
-        card.smc.advance(&firmware, || card.kick_smc());
-        // After the queue's lock is released (the votes' comes first).
-        card.power.collect(&firmware, &|| card.kick_smc());
+        let mut sleep_us = POLL_FIRST_US;
+        for look in 1..=POLL_LOOKS {
+            // The last look queues the work again if a message is still
+            // outstanding (under the queue's lock: see `kick_smc`).
+            let busy = card.smc.advance(&firmware, || {
+                if look == POLL_LOOKS {
+                    card.kick_smc();
+                }
+            });
+            // After the queue's lock is released (the votes' comes first).
+            card.power.collect(&firmware, &|| card.kick_smc());
+            if !busy || look == POLL_LOOKS {
+                return;
+            }
+            fsleep(Delta::from_micros(sleep_us));
+            sleep_us = (sleep_us * 2).min(POLL_MAX_US);
+        }
     }
 }
 
@@ -287,8 +304,8 @@ impl Card {
     /// queue's lock, so that unbind, which marks the queue gone under it
     /// and then cancels the work, never leaves a run queued.
     pub(crate) fn kick_smc(self: &Arc<Self>) {
-        let _ = workqueue::system()
-            .enqueue_delayed::<_, 1>(self.clone(), msecs_to_jiffies(POLL_PERIOD_MS));
+        // At once: the work item paces its looks itself.
+        let _ = workqueue::system().enqueue_delayed::<_, 1>(self.clone(), 0);
     }
 
     /// Queues [`CardPower::powerdown`] to run after `delay`. If it is queued

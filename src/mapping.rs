@@ -201,6 +201,46 @@ struct AimedWindow<'a> {
     register: usize,
 }
 
+/// The kernel's own window aimed at one window-sized block of a tile's NOC
+/// addresses, for a run of accesses inside it, while its mutex is held
+/// ([`CardMemory::kernel_noc_run`]).
+pub(crate) struct KernelRun<'a> {
+    window: &'a AimedWindow<'a>,
+    /// The NOC address of the block's first byte, and the block's size.
+    base: u64,
+    size: u64,
+}
+
+impl KernelRun<'_> {
+    /// The BAR offset of the word at NOC address `addr`: `EINVAL` outside
+    /// the block the window is aimed at.
+    fn offset(&self, addr: u64) -> Result<usize> {
+        let within = addr
+            .checked_sub(self.base)
+            .filter(|&o| o <= self.size - 4)
+            .ok_or(EINVAL)?;
+        self.window
+            .offset
+            .checked_add(usize::try_from(within)?)
+            .ok_or(EINVAL)
+    }
+
+    /// Reads the 32 bits at NOC address `addr` of the block.
+    pub(crate) fn read32(&self, addr: u64) -> Result<u32> {
+        self.window
+            .bars
+            .read32(self.window.resource, self.offset(addr)?)
+    }
+
+    /// Writes `value` at NOC address `addr` of the block (posted: a read
+    /// through the window after it returns only once it has landed).
+    pub(crate) fn write32(&self, addr: u64, value: u32) -> Result {
+        self.window
+            .bars
+            .write32(self.window.resource, self.offset(addr)?, value)
+    }
+}
+
 /// The memory type a window is mapped with by its holder, fixed by its
 /// first mapping since it was taken (see the module's documentation).
 enum WindowCaching {
@@ -640,6 +680,41 @@ impl CardMemory {
         })
     }
 
+    /// Aims the kernel's own window once at the window-sized block of NOC
+    /// addresses that holds `addr` of `tile`, and runs `f` with it for a
+    /// run of accesses inside that block, the window held meanwhile: one
+    /// aim for the run instead of one per word (each is three register
+    /// writes on Blackhole). The invariant is
+    /// [`CardMemory::through_kernel_window`]'s: aimed again under its mutex
+    /// by every user.
+    pub(crate) fn kernel_noc_run<R>(
+        &self,
+        layout: &Layout,
+        tile: (u16, u16, u8),
+        addr: u64,
+        f: impl FnOnce(&KernelRun<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let id = layout.kernel_window().ok_or(EINVAL)?;
+        let size = window_place(layout, id).ok_or(EINVAL)?.size;
+        let base = addr & !(size - 1);
+        self.through_kernel_window(layout, tile, base, |window| {
+            f(&KernelRun { window, base, size })
+        })
+    }
+
+    /// Reads the 32 bits at offset `offset` of BAR0 in the part the kernel
+    /// maps (Wormhole's ARC registers and CSM, after the windows): `EINVAL`
+    /// before that part, `ENODEV` once the card is unbound.
+    pub(crate) fn bar0_read32(&self, offset: usize) -> Result<u32> {
+        self.bars.read32(0, offset)
+    }
+
+    /// Writes `value` at offset `offset` of BAR0 (posted), as
+    /// [`CardMemory::bar0_read32`] reads.
+    pub(crate) fn bar0_write32(&self, offset: usize, value: u32) -> Result {
+        self.bars.write32(0, offset, value)
+    }
+
     /// Writes `value` at NOC address `addr` of `tile` through the kernel's
     /// own window, and reads it back: it has reached the chip when this
     /// returns.
@@ -652,32 +727,6 @@ impl CardMemory {
     ) -> Result {
         self.through_kernel_window(layout, tile, addr, |w| {
             w.bars.write32_flushed(w.resource, w.offset, value)
-        })
-    }
-
-    /// Reads the 32 bits at NOC address `addr` of `tile` through the
-    /// kernel's own window.
-    pub(crate) fn kernel_noc_read32(
-        &self,
-        layout: &Layout,
-        tile: (u16, u16, u8),
-        addr: u64,
-    ) -> Result<u32> {
-        self.through_kernel_window(layout, tile, addr, |w| w.bars.read32(w.resource, w.offset))
-    }
-
-    /// Writes `value` at NOC address `addr` of `tile` through the kernel's
-    /// own window without reading it back: for registers whose read has an
-    /// effect of its own (a FIFO), or none worth waiting for.
-    pub(crate) fn kernel_noc_write32_posted(
-        &self,
-        layout: &Layout,
-        tile: (u16, u16, u8),
-        addr: u64,
-        value: u32,
-    ) -> Result {
-        self.through_kernel_window(layout, tile, addr, |w| {
-            w.bars.write32(w.resource, w.offset, value)
         })
     }
 

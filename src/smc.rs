@@ -16,8 +16,11 @@
 //! file's POST or POLL:
 //!
 //! - The queue advances by itself: while a message is outstanding a work
-//!   item looks at the queue every [`POLL_PERIOD_MS`] and collects the
-//!   response the moment it is there, so a file that sleeps in `poll(2)`,
+//!   item looks at the queue, first after 50 µs, then backing off to every
+//!   millisecond ([`POLL_FIRST_US`], [`POLL_MAX_US`]: hrtimer sleeps, not
+//!   jiffies), and collects the response the moment it is there; a look
+//!   costs a few reads of the queue's header (its place is kept between
+//!   looks), so a file that sleeps in `poll(2)`,
 //!   `epoll` or the blocking wait is woken without polling. Neither chip's
 //!   firmware raises an interrupt to the host when it answers (tt-kmd,
 //!   tt-umd and luwen all poll the response pointer; the Blackhole MSI
@@ -54,7 +57,11 @@ use crate::{
     },
     arc::{
         ArcMessage,
-        Firmware, //
+        Csm,
+        Exchange,
+        Firmware,
+        Header,
+        Queue, //
     },
     rust_ext::{
         task::TASK_COMM_LEN,
@@ -87,8 +94,15 @@ use kernel::{
 /// take it once it is the next to go (tt-kmd's `ARC_MSG_TIMEOUT_MS`);
 /// debugfs `smc_timeout_ms` changes it per card (for tests).
 pub(crate) const MSG_TIMEOUT_MS: u32 = 1000;
-/// How often the queue is looked at while a message is outstanding.
-pub(crate) const POLL_PERIOD_MS: u32 = 1;
+/// While a message is outstanding the work item looks at the queue, sleeps
+/// [`POLL_FIRST_US`], looks again, and doubles the sleep each time up to
+/// [`POLL_MAX_US`]; after [`POLL_LOOKS`] looks it queues itself again (at
+/// once) rather than keep its worker. The sleeps are `usleep_range`
+/// (hrtimers): a jiffy-based delay is never shorter than a jiffy, 4 ms on
+/// Debian's HZ=250 kernel, which was the old 1 ms period in practice.
+pub(crate) const POLL_FIRST_US: i64 = 50;
+pub(crate) const POLL_MAX_US: i64 = 1000;
+pub(crate) const POLL_LOOKS: u32 = 64;
 /// Longest a driver message waits, queued and sent (one message ahead of
 /// it and its own, at the default deadline).
 pub(crate) const KERNEL_WAIT_MS: u32 = 2 * MSG_TIMEOUT_MS;
@@ -99,6 +113,8 @@ const MAX_ROUNDS: usize = 64;
 /// A response's status word when the queue could not be read or written
 /// (tt-kmd's `ARC_MSG_STATUS_HW_ERROR`).
 pub(crate) const STATUS_HW_ERROR: u32 = u32::MAX;
+/// The response such a message gets.
+const HW_ERROR_RESPONSE: ArcMessage = [STATUS_HW_ERROR, 0, 0, 0, 0, 0, 0, 0];
 
 /// Who sent a message.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -197,6 +213,10 @@ struct State {
     /// The card is unbound: nothing more is sent.
     gone: bool,
     counters: Counters,
+    /// Where the firmware's queue was found, kept while it stays there
+    /// (dropped after a reset, a timeout, an error, or when its pointers
+    /// are not as the driver left them: then it is looked up again).
+    queue: Option<Queue>,
 }
 
 impl State {
@@ -208,6 +228,52 @@ impl State {
             next_ticket: 0,
             gone: false,
             counters: Counters::default(),
+            queue: None,
+        }
+    }
+
+    /// The message the firmware holds, if any.
+    fn in_flight(&self) -> Option<usize> {
+        self.messages.iter().position(Message::is_in_flight)
+    }
+
+    /// Squares what the driver waits for with what the firmware owes
+    /// (`owed`, from the queue's pointers): after it rebooted (a reset the
+    /// driver did not see coming) it owes nothing, no orphan's response
+    /// will come and the message in flight is lost (`ENODEV`); requests
+    /// the driver did not make (left in the queue before it bound) are
+    /// orphans, their responses nobody's.
+    fn reconcile(&mut self, owed: u32) {
+        let in_flight = self.in_flight();
+        let ours = u32::from(in_flight.is_some());
+        use core::cmp::Ordering::{
+            Equal,
+            Greater,
+            Less, //
+        };
+        match (self.orphans + ours).cmp(&owed) {
+            Greater => {
+                self.orphans = owed.saturating_sub(ours);
+                if let (Some(i), 0) = (in_flight, owed) {
+                    self.fail(i, ENODEV);
+                    self.orphans = 0;
+                }
+            }
+            Less => self.orphans = owed - ours,
+            Equal => {}
+        }
+    }
+
+    /// The message in flight could not be sent or collected: it ends with
+    /// tt-kmd's hardware-error status. If the firmware `holds` its request,
+    /// the response, should it come, is an orphan's.
+    fn hw_error_in_flight(&mut self, holds: bool) {
+        if let Some(i) = self.in_flight() {
+            self.messages[i].outcome = Some(Outcome::Answered(HW_ERROR_RESPONSE));
+            self.counters.firmware_errors += 1;
+            if holds {
+                self.orphans = self.orphans.saturating_add(1);
+            }
         }
     }
 
@@ -525,13 +591,15 @@ impl SmcQueue {
     }
 
     /// Moves the queue on (the work item, while messages are outstanding):
-    /// `kick` is called under the queue's lock when one still is.
-    pub(crate) fn advance(&self, firmware: &Firmware<'_>, kick: impl FnOnce()) {
+    /// whether one still is; `kick` is called under the queue's lock then.
+    pub(crate) fn advance(&self, firmware: &Firmware<'_>, kick: impl FnOnce()) -> bool {
         let mut state = self.state.lock();
         self.advance_locked(&mut state, firmware);
-        if state.busy() && !state.gone {
+        let busy = state.busy() && !state.gone;
+        if busy {
             kick();
         }
+        busy
     }
 
     /// Collects what the firmware answered and sends what is next, as far
@@ -547,109 +615,18 @@ impl SmcQueue {
             .iter()
             .filter(|m| m.outcome.is_some())
             .count();
-        let exchange = firmware.reader();
-        let wanted = state.busy() || state.orphans > 0;
-        let queue = if wanted {
-            match exchange.locate_queue() {
-                Ok(queue) => Some(queue),
-                Err(e) if e == EOPNOTSUPP => {
-                    state.fail_all(EOPNOTSUPP);
-                    state.orphans = 0;
-                    None
-                }
-                // Not ready (booting) or not readable: try again later,
-                // within the deadline.
-                Err(_) => None,
-            }
-        } else {
-            None
-        };
-        if let Some(queue) = queue {
-            // What the firmware owes bounds what is waited for: after it
-            // rebooted (a reset the driver did not see coming) it owes
-            // nothing, and no orphan's response will ever come.
-            if let Ok(owed) = exchange.owed(&queue) {
-                let in_flight = state.messages.iter().position(|m| m.is_in_flight());
-                let expected = state.orphans + u32::from(in_flight.is_some());
-                if expected > owed {
-                    state.orphans = owed.saturating_sub(u32::from(in_flight.is_some()));
-                    if let (Some(i), 0) = (in_flight, owed) {
-                        state.fail(i, ENODEV);
-                        state.orphans = 0;
-                    }
-                }
-            }
-            // Each round collects or sends one message; the bound only
-            // guards against a card whose pointers make no sense.
-            for _ in 0..MAX_ROUNDS {
-                // Responses first: the orphans', then the one in flight.
-                let waiting = state.orphans > 0 || state.messages.iter().any(|m| m.is_in_flight());
-                if waiting {
-                    match exchange.try_pop(&queue) {
-                        Ok(Some(response)) => {
-                            state.deliver(response, now);
-                            continue;
-                        }
-                        Ok(None) => {}
-                        Err(_) => {
-                            // As tt-kmd: the message in flight fails with
-                            // the hardware-error status.
-                            let mut failed = [0u32; 8];
-                            failed[0] = STATUS_HW_ERROR;
-                            state.orphans = 0;
-                            state.deliver(failed, now);
-                            break;
-                        }
-                    }
-                }
-                if state.messages.iter().any(|m| m.is_in_flight()) {
-                    break;
-                }
-                let Some(next) = state.messages.iter().position(|m| m.is_queued()) else {
-                    break;
-                };
-                if state.orphans == 0 {
-                    // Nothing of ours is in the firmware: responses there
-                    // are stale, drop them before they look like ours.
-                    for _ in 0..MAX_ROUNDS {
-                        match exchange.try_pop(&queue) {
-                            Ok(Some(_)) => state.counters.orphans_dropped += 1,
-                            _ => break,
-                        }
-                    }
-                }
-                match exchange.try_push(&queue, &state.messages[next].request) {
-                    Ok(true) => {
-                        state.messages[next].sent_ns = Some(now);
-                        state.blocked_since = None;
-                    }
-                    Ok(false) => {
-                        state.blocked_since.get_or_insert(now);
-                        break;
-                    }
-                    Err(_) => {
-                        let m = &mut state.messages[next];
-                        let mut failed = [0u32; 8];
-                        failed[0] = STATUS_HW_ERROR;
-                        m.outcome = Some(Outcome::Answered(failed));
-                        state.counters.firmware_errors += 1;
-                    }
-                }
-            }
-        } else if state.messages.iter().any(|m| m.is_queued()) {
-            state.blocked_since.get_or_insert(now);
+        if state.busy() || state.orphans > 0 {
+            Self::exchange(state, firmware, now);
         }
         // A firmware that keeps a message too long is taken as silent:
-        // everything waiting fails, and the queue starts over.
-        let in_flight_since =
-            state
-                .messages
-                .iter()
-                .find_map(|m| if m.is_in_flight() { m.sent_ns } else { None });
+        // everything waiting fails, and the queue starts over, looked up
+        // again.
+        let in_flight_since = state.in_flight().and_then(|i| state.messages[i].sent_ns);
         let stuck_since = in_flight_since.or(state.blocked_since);
         let timeout_ns = i64::from(self.timeout_ms()) * 1_000_000;
         if stuck_since.is_some_and(|since| now - since >= timeout_ns) {
             state.fail_all(ETIMEDOUT);
+            state.queue = None;
         }
         let done_after = state
             .messages
@@ -659,6 +636,151 @@ impl SmcQueue {
         if done_after != done_before {
             self.ready.notify_all();
         }
+    }
+
+    /// One look at the firmware's queue, where it was last found or, if it
+    /// is not known (first use, after a reset, a timeout or an error), where
+    /// the firmware publishes it now. When it turns out not to be where it
+    /// was found (`ESTALE`: moved, or its pointers not as the driver left
+    /// them), it is looked up again at once.
+    fn exchange(state: &mut State, firmware: &Firmware<'_>, now: i64) {
+        let exchange = firmware.reader();
+        for _ in 0..2 {
+            let (mut queue, found_now) = match state.queue.take() {
+                Some(queue) => (queue, false),
+                None => match exchange.locate_queue() {
+                    Ok(queue) => (queue, true),
+                    Err(e) if e == EOPNOTSUPP => {
+                        state.fail_all(EOPNOTSUPP);
+                        state.orphans = 0;
+                        return;
+                    }
+                    // Not ready (booting) or not readable: try again
+                    // later, within the deadline.
+                    Err(_) => {
+                        if state.messages.iter().any(Message::is_queued) {
+                            state.blocked_since.get_or_insert(now);
+                        }
+                        return;
+                    }
+                },
+            };
+            match Self::exchange_with(state, &exchange, &mut queue, found_now, now) {
+                Ok(()) => {
+                    state.queue = Some(queue);
+                    return;
+                }
+                Err(e) if e == ESTALE && !found_now => {}
+                // Not readable, or inconsistent even as just found: looked
+                // up again at the next look, within the deadline.
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Collects responses from `queue` and sends what is next, ringing the
+    /// firmware after each request, while it answers at once (up to
+    /// [`MAX_ROUNDS`] rounds). Before a request goes where the queue was
+    /// found at an earlier look, with no message of ours in flight (whose
+    /// response would show the firmware serves the queue there), the
+    /// control block is checked to publish it there still. `ESTALE` when
+    /// the queue is not as the driver left it, another error when it could
+    /// not be read or written (the message concerned then has tt-kmd's
+    /// hardware-error status).
+    fn exchange_with(
+        state: &mut State,
+        exchange: &Exchange<'_>,
+        queue: &mut Queue,
+        found_now: bool,
+        now: i64,
+    ) -> Result {
+        let check = !found_now
+            && state.in_flight().is_none()
+            && state.messages.iter().any(Message::is_queued);
+        if check && !queue.control_block_is(exchange.control_block_pointer()?) {
+            return Err(ESTALE);
+        }
+        let mut header = None;
+        for _ in 0..MAX_ROUNDS {
+            let pushed =
+                exchange.csm(|csm| Self::round(state, queue, csm, &mut header, check, now))?;
+            if !pushed {
+                return Ok(());
+            }
+            if let Err(e) = exchange.ring() {
+                // The request is in the queue, the firmware not told: its
+                // response, should it come, is nobody's.
+                state.hw_error_in_flight(true);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// One round inside one run of CSM accesses: the header (read whole
+    /// the first time, `check`ing the control block before; then only the
+    /// firmware's pointers as needed), the responses there, and the next
+    /// request if nothing is in flight. Whether a request went in.
+    fn round(
+        state: &mut State,
+        queue: &mut Queue,
+        csm: &Csm<'_>,
+        header: &mut Option<Header>,
+        check: bool,
+        now: i64,
+    ) -> Result<bool> {
+        let first = header.is_none();
+        let h = match header {
+            Some(h) => {
+                queue.refresh_responses(csm, h)?;
+                h
+            }
+            None => {
+                if check && !queue.control_block_unchanged(csm)? {
+                    return Err(ESTALE);
+                }
+                let h = header.insert(queue.header(csm)?);
+                state.reconcile(queue.owed(h));
+                h
+            }
+        };
+        // Responses first: the orphans', then the one in flight.
+        while queue.answered(h) > 0 {
+            match queue.pop(csm, h) {
+                Ok(response) => state.deliver(response, now),
+                Err(e) => {
+                    // As tt-kmd: the message in flight fails with the
+                    // hardware-error status.
+                    state.orphans = 0;
+                    state.deliver(HW_ERROR_RESPONSE, now);
+                    return Err(e);
+                }
+            }
+        }
+        if state.in_flight().is_some() {
+            return Ok(false);
+        }
+        let Some(next) = state.messages.iter().position(Message::is_queued) else {
+            return Ok(false);
+        };
+        if !first {
+            queue.refresh_requests(csm, h)?;
+        }
+        if !queue.has_room(h) {
+            state.blocked_since.get_or_insert(now);
+            return Ok(false);
+        }
+        let before = h.request_wptr;
+        let request = state.messages[next].request;
+        state.messages[next].sent_ns = Some(now);
+        state.blocked_since = None;
+        if let Err(e) = queue.push(csm, h, &request) {
+            // Whether or not it went in (the firmware then holds it), it
+            // ends here.
+            state.hw_error_in_flight(h.request_wptr != before);
+            return Err(e);
+        }
+        Ok(true)
     }
 
     /// The card is unbound: every outstanding message fails with `ENODEV`,
@@ -698,6 +820,8 @@ impl SmcQueue {
         }
         state.orphans = 0;
         state.blocked_since = None;
+        // The rebooted firmware publishes its queue anew.
+        state.queue = None;
         drop(state);
         self.ready.notify_all();
     }

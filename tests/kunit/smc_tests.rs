@@ -85,4 +85,40 @@ mod tests {
         assert_eq!(s.orphans, 1);
         Ok(())
     }
+
+    #[test]
+    fn what_the_firmware_owes_sets_the_orphans() -> Result {
+        let mut s = state();
+        // Requests left in the queue before the driver bound: their
+        // responses are nobody's.
+        s.reconcile(2);
+        assert_eq!(s.orphans, 2);
+        // One of ours in flight besides.
+        s.messages.push(message(0, true), GFP_KERNEL)?;
+        s.reconcile(3);
+        assert_eq!(s.orphans, 2);
+        // The firmware rebooted: it owes nothing, ours is lost.
+        s.reconcile(0);
+        assert_eq!(s.orphans, 0);
+        assert!(matches!(
+            s.messages[0].outcome,
+            Some(Outcome::Failed(e)) if e == ENODEV
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn a_request_that_went_in_and_failed_leaves_an_orphan() -> Result {
+        let mut s = state();
+        s.messages.push(message(0, true), GFP_KERNEL)?;
+        s.hw_error_in_flight(true);
+        assert_eq!(answered(&s, 0), Some(0));
+        assert_eq!(s.orphans, 1);
+        assert_eq!(s.counters.firmware_errors, 1);
+        let mut s = state();
+        s.messages.push(message(0, true), GFP_KERNEL)?;
+        s.hw_error_in_flight(false);
+        assert_eq!(s.orphans, 0);
+        Ok(())
+    }
 }

@@ -118,6 +118,10 @@ const WH_QCB_ADDR: u32 = 0x1007_6F00;
 const WH_QUEUE_ADDR: u32 = 0x1007_6000;
 const BH_QCB_ADDR: u32 = 0x1000_1000;
 const BH_QUEUES_ADDR: u32 = 0x1000_1100;
+/// Where [`ArcFirmware::move_queues`] puts the queues instead (and back):
+/// free CSM after the default place, before the control block and the
+/// telemetry.
+const QUEUES_MOVED_BY: u32 = 0x800;
 /// Response status for an unknown message (zephyr `MSG_ERROR_REPLY`).
 const QUEUE_STATUS_UNKNOWN: u32 = 0xFF;
 /// The firmware's answer to `REPORT_SCRATCH_ONLY`
@@ -404,6 +408,10 @@ pub struct ArcFirmware {
     /// the first access after that time (nothing here sleeps).
     queue_latency: Duration,
     queue_due: Option<Instant>,
+    /// The ARC address of the (first) message queue, which the control
+    /// block publishes: the default place, or elsewhere after
+    /// [`ArcFirmware::move_queues`].
+    queues_addr: u32,
 }
 
 impl ArcFirmware {
@@ -435,6 +443,7 @@ impl ArcFirmware {
             tests_answered: BTreeMap::new(),
             queue_latency: Duration::ZERO,
             queue_due: None,
+            queues_addr: 0,
         };
         fw.boot();
         fw
@@ -637,9 +646,50 @@ impl ArcFirmware {
         )
     }
 
+    /// Fault: the firmware's message queues move elsewhere in CSM, as they
+    /// may after a reboot into another firmware build that the host did
+    /// not see: the control block (at the same address) then publishes
+    /// empty queues at another address, and the old queues are cleared,
+    /// with whatever they held. Moving again puts them back at their
+    /// default place. Returns the new ARC address of the first queue.
+    pub fn move_queues(&mut self) -> u32 {
+        let default = self.default_queues_addr();
+        let (count, qcb) = match self.arch {
+            Arch::Wormhole => (1, WH_QCB_ADDR),
+            Arch::Blackhole => (BH_NUM_QUEUES, BH_QCB_ADDR),
+        };
+        let old = self.queues_addr;
+        let new = if old == default {
+            default + QUEUES_MOVED_BY
+        } else {
+            default
+        };
+        for addr in (old..old + count * QUEUE_BYTES).step_by(4) {
+            self.csm_set(addr, 0);
+        }
+        for addr in (new..new + count * QUEUE_BYTES).step_by(4) {
+            self.csm_set(addr, 0);
+        }
+        self.queues_addr = new;
+        let published = match self.arch {
+            Arch::Wormhole => new - CSM_BASE,
+            Arch::Blackhole => new,
+        };
+        self.csm_set(qcb, published);
+        new
+    }
+
+    fn default_queues_addr(&self) -> u32 {
+        match self.arch {
+            Arch::Wormhole => WH_QUEUE_ADDR,
+            Arch::Blackhole => BH_QUEUES_ADDR,
+        }
+    }
+
     fn boot(&mut self) {
         self.csm.iter_mut().for_each(|w| *w = 0);
         self.queue_due = None;
+        self.queues_addr = self.default_queues_addr();
         self.apb.clear();
         self.booted = Instant::now();
         self.hung_total = Duration::ZERO;
@@ -803,10 +853,10 @@ impl ArcFirmware {
             return;
         }
         match self.arch {
-            Arch::Wormhole => self.process_queue(WH_QUEUE_ADDR, 0),
+            Arch::Wormhole => self.process_queue(self.queues_addr, 0),
             Arch::Blackhole => {
                 for q in 0..BH_NUM_QUEUES {
-                    self.process_queue(BH_QUEUES_ADDR + q * QUEUE_BYTES, q as u8);
+                    self.process_queue(self.queues_addr + q * QUEUE_BYTES, q as u8);
                 }
             }
         }
@@ -2097,6 +2147,53 @@ mod tests {
             assert_eq!((r[0], r[1]), (0, 43), "{arch:?} TEST");
             let r = kmd_queue_send(&mut fw, [0x02, 0, 0, 0, 0, 0, 0, 0]).unwrap();
             assert_ne!(r[0], 0, "{arch:?} unknown type");
+        }
+    }
+
+    /// `arc-move-queues`: the control block publishes the queues' new
+    /// place, a client that looks the queue up (tt-kmd, every message) is
+    /// answered there, and one that writes to the old place is not (it is
+    /// cleared). Moving again, or a reboot, puts them back.
+    #[test]
+    fn moved_queues_are_published_and_served_there() {
+        for arch in [WH, BH] {
+            let (old, qcb) = match arch {
+                WH => (WH_QUEUE_ADDR, WH_QCB_ADDR),
+                _ => (BH_QUEUES_ADDR, BH_QCB_ADDR),
+            };
+            // Wormhole publishes an offset into CSM.
+            let published = |a: u32| if arch == WH { a - CSM_BASE } else { a };
+            let csm = |a: u32| match arch {
+                WH => kmd_csm(WH, a),
+                _ => u64::from(a),
+            };
+            let mut fw = ArcFirmware::new(arch);
+            kmd_queue_send(&mut fw, [0x90, 1, 0, 0, 0, 0, 0, 0]).unwrap();
+            assert_eq!(fw.read32(csm(old)), Some(1), "{arch:?}: request wptr");
+            let new = fw.move_queues();
+            assert_ne!(new, old);
+            assert_eq!(fw.read32(csm(qcb)), Some(published(new)), "{arch:?}");
+            assert_eq!(fw.read32(csm(old)), Some(0), "{arch:?}: old place cleared");
+            // A request written at the old place is not served (the
+            // doorbell of the next send rings for it too).
+            fw.write32(csm(old + 32), 0x90);
+            fw.write32(csm(old), 1);
+            let r = kmd_queue_send(&mut fw, [0x90, 7, 0, 0, 0, 0, 0, 0]).unwrap();
+            assert_eq!((r[0], r[1]), (0, 8), "{arch:?}: served at the new place");
+            assert_eq!(fw.read32(csm(old + 0x10)), Some(0), "{arch:?}: not taken");
+            assert_eq!(
+                fw.read32(csm(old + 0x14)),
+                Some(0),
+                "{arch:?}: not answered"
+            );
+            assert_eq!(fw.move_queues(), old, "{arch:?}: moved back");
+            fw.move_queues();
+            fw.reset();
+            assert_eq!(
+                fw.read32(csm(qcb)),
+                Some(published(old)),
+                "{arch:?}: reboot"
+            );
         }
     }
 

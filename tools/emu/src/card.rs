@@ -350,6 +350,13 @@ impl Card {
         self.noc.arc_mut().set_queue_latency(latency);
     }
 
+    /// The ARC firmware moves its message queues (see
+    /// [`crate::arc::ArcFirmware::move_queues`]): their new ARC address.
+    pub fn move_arc_queues(&mut self) -> u32 {
+        self.carry_out_firmware_reset();
+        self.noc.arc_mut().move_queues()
+    }
+
     /// Reads tile memory as NOC0 sees it, without a window (for tests and
     /// the emulator itself). All ones where nothing answers.
     pub fn noc_read(&mut self, x: u8, y: u8, addr: u64, buf: &mut [u8]) {

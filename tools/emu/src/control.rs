@@ -52,6 +52,9 @@ pub enum Command {
     /// The ARC firmware gets to its message queues this many milliseconds
     /// after their doorbell (0: at once).
     ArcSlow(u32),
+    /// The ARC firmware moves its message queues elsewhere in CSM (and
+    /// back, the next time).
+    ArcMoveQueues,
     /// Delay each BAR access reply by this many milliseconds.
     Delay(u32),
     Aer(AerError),
@@ -88,12 +91,15 @@ pub enum Command {
     ArcTests,
     /// What the board's firmware reports about it: ids and versions.
     Board,
+    /// BAR reads and writes served since the emulator started.
+    Accesses,
 }
 
 const HELP: &str = "commands: ping | help | status | vanish | reappear | exit [STATUS] | \
-arc-hang | arc-resume | arc-slow MS | delay MS | aer correctable|nonfatal|fatal | \
+arc-hang | arc-resume | arc-slow MS | arc-move-queues | delay MS | aer correctable|nonfatal|fatal | \
 noc-read X Y ADDR LEN | noc-write X Y ADDR HEX | dma-read IOVA LEN | \
-dma-write IOVA HEX | msi | unplug | resets | power | arc-tests | board (numbers decimal or 0x-hex)";
+dma-write IOVA HEX | msi | unplug | resets | power | arc-tests | board | accesses \
+(numbers decimal or 0x-hex)";
 
 /// Parses a number, decimal or `0x` hexadecimal.
 fn number(s: &str, what: &str) -> Result<u64, String> {
@@ -188,12 +194,14 @@ pub fn parse(line: &str) -> Result<Option<Command>, String> {
                 u32::try_from(ms).map_err(|_| "arc-slow: MS is too large".to_string())?,
             )
         }
+        "arc-move-queues" => want(0, "arc-move-queues").map(|_| Command::ArcMoveQueues)?,
         "msi" => want(0, "msi").map(|_| Command::Msi)?,
         "unplug" => want(0, "unplug").map(|_| Command::Unplug)?,
         "resets" => want(0, "resets").map(|_| Command::Resets)?,
         "power" => want(0, "power").map(|_| Command::Power)?,
         "arc-tests" => want(0, "arc-tests").map(|_| Command::ArcTests)?,
         "board" => want(0, "board").map(|_| Command::Board)?,
+        "accesses" => want(0, "accesses").map(|_| Command::Accesses)?,
         "delay" => {
             want(1, "delay MS")?;
             let ms = number(args[0], "delay")?;
@@ -322,6 +330,10 @@ pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
             lock(&shared.card).set_arc_queue_latency(std::time::Duration::from_millis(ms.into()));
             ok(format!("arc queue latency {ms} ms"))
         }
+        Command::ArcMoveQueues => {
+            let addr = lock(&shared.card).move_arc_queues();
+            ok(format!("arc queues at {addr:#x}"))
+        }
         Command::Delay(ms) => {
             shared.delay_ms.store(ms, Ordering::SeqCst);
             ok(format!("delay {ms} ms"))
@@ -397,6 +409,16 @@ pub fn execute(cmd: Command, shared: &Shared) -> Outcome {
                 b.aiclk_idle_mhz,
                 b.aiclk_busy_mhz,
             ))
+        }
+        Command::Accesses => {
+            let counts: Vec<String> = [0, 2, 4]
+                .iter()
+                .map(|&bar| {
+                    let (reads, writes) = shared.bar_accesses.of(bar);
+                    format!("bar{bar}-reads={reads} bar{bar}-writes={writes}")
+                })
+                .collect();
+            ok(counts.join(" "))
         }
         Command::ArcTests => {
             let card = lock(&shared.card);
@@ -558,6 +580,9 @@ mod tests {
         assert_eq!(p("  ping  "), Command::Ping);
         assert_eq!(p("vanish"), Command::Vanish);
         assert_eq!(p("reappear"), Command::Reappear);
+        assert_eq!(p("accesses"), Command::Accesses);
+        assert_eq!(p("arc-move-queues"), Command::ArcMoveQueues);
+        assert!(parse("accesses 0").is_err());
         assert_eq!(p("exit"), Command::Exit(0));
         assert_eq!(p("exit 70"), Command::Exit(70));
         assert!(parse("exit 256").is_err());

@@ -23,7 +23,7 @@ use std::fs::File;
 use std::io::Write;
 use std::mem::size_of;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -133,6 +133,34 @@ pub struct Shared {
     /// Whether the ARC firmware answers; the emulator's own record, used
     /// for the resets the firmware carries out.
     pub arc_responding: AtomicBool,
+    /// BAR accesses served since the emulator started, per BAR: reads and
+    /// writes (config space not counted). Every one is a socket round trip
+    /// under TCG, so this is what a driver's path costs, whatever the
+    /// host's load (the `accesses` control command).
+    pub bar_accesses: BarAccesses,
+}
+
+/// Reads and writes per BAR, counted as QEMU sends them: one per access,
+/// whatever its width.
+#[derive(Default)]
+pub struct BarAccesses {
+    reads: [AtomicU64; NUM_BARS],
+    writes: [AtomicU64; NUM_BARS],
+}
+
+impl BarAccesses {
+    fn count(&self, bar: usize, write: bool) {
+        let counters = if write { &self.writes } else { &self.reads };
+        if let Some(c) = counters.get(bar) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Reads and writes of BAR `bar` so far.
+    pub fn of(&self, bar: usize) -> (u64, u64) {
+        let get = |c: &[AtomicU64; NUM_BARS]| c.get(bar).map_or(0, |c| c.load(Ordering::Relaxed));
+        (get(&self.reads), get(&self.writes))
+    }
 }
 
 impl Shared {
@@ -153,6 +181,7 @@ impl Shared {
             vanished: AtomicBool::new(false),
             delay_ms: AtomicU32::new(0),
             arc_responding: AtomicBool::new(true),
+            bar_accesses: BarAccesses::default(),
         })
     }
 
@@ -313,6 +342,7 @@ impl ServerBackend for Backend {
             return Ok(());
         }
         let bar = self.bar_access(region, offset, data.len())?;
+        self.shared.bar_accesses.count(bar, false);
         self.delay();
         lock(&self.shared.card).bar_read(bar, offset, data);
         Ok(())
@@ -332,6 +362,7 @@ impl ServerBackend for Backend {
             return Ok(());
         }
         let bar = self.bar_access(region, offset, data.len())?;
+        self.shared.bar_accesses.count(bar, true);
         self.delay();
         lock(&self.shared.card).bar_write(bar, offset, data);
         Ok(())
@@ -472,6 +503,42 @@ mod tests {
         VFIO_PCI_INTX_IRQ_INDEX, VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_ROM_REGION_INDEX,
         VFIO_PCI_VGA_REGION_INDEX,
     };
+
+    #[test]
+    fn bar_accesses_are_counted_per_bar_and_direction_config_not() {
+        let shared = Shared::new(Arch::Blackhole);
+        let mut backend = Backend::new(shared.clone());
+        let mut word = [0u8; 4];
+        backend
+            .region_read(VFIO_PCI_BAR0_REGION_INDEX, 0, &mut word)
+            .unwrap();
+        backend
+            .region_read(VFIO_PCI_BAR0_REGION_INDEX, 4, &mut word)
+            .unwrap();
+        backend
+            .region_write(VFIO_PCI_BAR0_REGION_INDEX, 0, &word)
+            .unwrap();
+        backend
+            .region_write(VFIO_PCI_BAR2_REGION_INDEX, 0x1000, &word)
+            .unwrap();
+        backend
+            .region_read(VFIO_PCI_CONFIG_REGION_INDEX, 0, &mut word)
+            .unwrap();
+        // Outside the BAR: refused, not counted.
+        assert!(backend
+            .region_read(VFIO_PCI_BAR2_REGION_INDEX, 1 << 20, &mut word)
+            .is_err());
+        assert_eq!(shared.bar_accesses.of(0), (2, 1));
+        assert_eq!(shared.bar_accesses.of(2), (0, 1));
+        assert_eq!(shared.bar_accesses.of(4), (0, 0));
+        assert_eq!(
+            crate::control::handle_line("accesses", &shared),
+            Some(crate::control::Outcome::Reply(
+                "ok bar0-reads=2 bar0-writes=1 bar2-reads=0 bar2-writes=1 bar4-reads=0 bar4-writes=0"
+                    .into()
+            ))
+        );
+    }
 
     #[test]
     fn all_nine_regions_are_declared_and_only_bars_and_config_have_size() {

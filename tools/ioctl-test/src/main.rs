@@ -31,7 +31,7 @@ use tt_arbiter::{abi, Device};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: ioctl-test info [DEV] | list | run [FILTER] | smc CARD CODE ARG | control CARD CMD..."
+        "usage: ioctl-test info [DEV] | list | run [FILTER] | smc CARD CODE ARG | control CARD CMD... | smc-accesses CARD N"
     );
     ExitCode::from(2)
 }
@@ -51,6 +51,7 @@ fn main() -> ExitCode {
         ["info", dev] => info(Some(dev)),
         ["smc", card, code, arg] => demo::smc(card, code, arg),
         ["control", card, ref words @ ..] if !words.is_empty() => demo::control(card, words),
+        ["smc-accesses", card, count] => demo::smc_accesses(card, count),
         _ => usage(),
     }
 }

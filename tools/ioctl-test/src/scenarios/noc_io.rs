@@ -382,9 +382,9 @@ pub fn widths_against_a_window() -> TestResult {
 }
 
 /// The kernel's window is shared: two files reading different tiles, one
-/// writing a third, and telemetry reads (the driver's own ARC accesses
-/// through the same window), all at once on each card, each see only their
-/// own values. A NOC_READ/NOC_WRITE that aimed the window without the
+/// writing a third, and telemetry reads (the driver's own ARC accesses:
+/// through the same window on Blackhole; Wormhole's go straight through
+/// BAR0), all at once on each card, each see only their own values. A NOC_READ/NOC_WRITE that aimed the window without the
 /// mutex its other users take reads another user's tile here (seen: with
 /// the mutex left out of NOC_READ, a reader got 0 in round 118).
 pub fn shares_the_kernel_window() -> TestResult {

@@ -109,7 +109,7 @@ pub(super) fn power_settled(n: u32) -> TestResult {
 /// Waits until no powerdown is pending from an earlier scenario's close,
 /// which would otherwise arrive in the middle of this one, and no power
 /// message is on its way.
-fn settle(n: u32) -> TestResult {
+pub(super) fn settle(n: u32) -> TestResult {
     power_settled(n)?;
     wait_while_state_shows(n, "powerdown_pending=1", "a powerdown stays pending", 50)?;
     power_settled(n)
