@@ -74,17 +74,6 @@
 //! but the requests ahead of it, after the holder of that moment; then the
 //! lock is kept for it until its next try.
 //!
-//! A lock nobody waits for is taken and released without the card's
-//! mutex, under a spinlock of its own ([`FastSlot`]): that is what almost
-//! every acquisition is, and what UMD's polling does while the lock is
-//! free. The first request that must wait, or any other step that needs
-//! the lock's place in the card's state (a lock set, a poller's place, a
-//! close, removal), moves the lock into the card's state under the mutex
-//! ([`Arbiter::pull`]); a release that leaves it free with nobody waiting
-//! gives it back ([`Arbiter::push`]). The views read either. Lock order:
-//! the card's mutex, then a lock's spinlock; nothing is taken under a
-//! spinlock, and the references a fast release drops go after it.
-//!
 //! Invariant kept by every operation: no queued waiter could be granted,
 //! except poll places that were under the bound when their locks were
 //! freed (the locks were left free for whoever runs first). Locks only
@@ -124,15 +113,13 @@ use core::sync::atomic::{
 use kernel::{
     new_condvar,
     new_mutex,
-    new_spinlock,
     prelude::*,
     sync::{
         aref::ARef,
         Arc,
         CondVar,
         LockedBy,
-        Mutex,
-        SpinLock, //
+        Mutex, //
     },
     task::Task, //
 };
@@ -268,17 +255,6 @@ impl Owner {
 /// neither needs a scan of the card; and its parked requests.
 struct OwnerRecord {
     counts: LockedBy<OwnerCounts, State>,
-    /// Whether `counts.parked` holds anything, for the fast path: a file
-    /// with a place must give it up first, under the mutex.
-    has_places: AtomicBool,
-}
-
-impl OwnerRecord {
-    /// After a change of `counts.parked`, under the mutex.
-    fn note_places(&self, counts: &OwnerCounts) {
-        self.has_places
-            .store(!counts.parked.is_empty(), Ordering::Release);
-    }
 }
 
 #[derive(Default)]
@@ -453,52 +429,6 @@ struct Grant {
     owner_died: LockMask,
 }
 
-/// A lock while nobody waits for it: taken and released under its own
-/// spinlock, not the card's mutex.
-///
-/// # Invariants
-///
-/// When `slow` is false: the card's state has no holder, no waiter, no
-/// poll place and no owner-died mark for this lock and the card is not
-/// gone; `holder` is the only record of who holds it. When `slow` is
-/// true, the card's state decides and `holder` is `None`. Only a holder
-/// of the card's mutex changes `slow` ([`State::slow`] mirrors it).
-#[derive(Default)]
-struct FastSlot {
-    slow: bool,
-    holder: Option<FastHolder>,
-    /// Grants and the longest hold since the lock last left the fast
-    /// path, for its counters in the card's state.
-    acquisitions: u64,
-    max_hold_ns: u64,
-}
-
-/// The holder of a lock on the fast path.
-///
-/// A slot that kept the file and thread of its last acquisition after
-/// the release (sparing the next acquisition by the same thread a task
-/// and an `Arc` reference) measured no faster under TCG (4.02-4.34 µs
-/// per pair against 3.91-4.07 µs, same boot), so nothing outlives the
-/// hold.
-struct FastHolder {
-    /// The file, for its counts once the lock moves into the card's state.
-    owner: Owner,
-    who: Requester,
-    since_ns: i64,
-}
-
-impl FastHolder {
-    fn is(&self, owner: &Owner) -> bool {
-        self.owner.id == owner.id
-    }
-}
-
-impl FastSlot {
-    fn holder_is(&self, owner: &Owner) -> bool {
-        self.holder.as_ref().is_some_and(|h| h.is(owner))
-    }
-}
-
 /// A queued request.
 #[pin_data]
 struct Waiter {
@@ -544,8 +474,6 @@ struct State {
     held: LockMask,
     /// Locks that at least one queued waiter wants.
     wanted: LockMask,
-    /// Locks off the fast path: this state decides for them ([`FastSlot`]).
-    slow: LockMask,
     /// Waiters in arrival order.
     queue: Fifo<Arc<Waiter>>,
     /// One per lock, by index ([`LOCK_COUNT`]).
@@ -581,9 +509,7 @@ impl Drop for State {
             }
         }
         for owner in owners.iter() {
-            let counts = owner.record.counts.access_mut(self);
-            counts.parked.clear();
-            owner.record.note_places(counts);
+            owner.record.counts.access_mut(self).parked.clear();
         }
     }
 }
@@ -600,9 +526,6 @@ impl DefersWakeups for State {
 pub(crate) struct Arbiter {
     #[pin]
     state: Mutex<State>,
-    /// One per lock, by index. Taken after `state` when both are.
-    #[pin]
-    fast: [SpinLock<FastSlot>; LOCK_COUNT],
     /// `state`'s gone and fence, for the check every command makes.
     refusals: Refusals,
 }
@@ -623,7 +546,6 @@ impl Arbiter {
                 fence: Fence::default(),
                 held: 0,
                 wanted: 0,
-                slow: 0,
                 queue: Fifo::new(),
                 slots,
                 next_owner: 1,
@@ -632,9 +554,6 @@ impl Arbiter {
                 wakeups: Wakeups::new(),
                 poll_lease_ns,
                 handoff_ns: handoff_ns.max(0),
-            }),
-            fast <- pin_init::pin_init_array_from_fn(|_| {
-                new_spinlock!(FastSlot::default(), "tenstorrent_lock_fast")
             }),
             refusals: Refusals::new(),
         }))
@@ -645,7 +564,6 @@ impl Arbiter {
         let record = Arc::new(
             OwnerRecord {
                 counts: LockedBy::new(&self.state, OwnerCounts::default()),
-                has_places: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;
@@ -690,24 +608,19 @@ impl Arbiter {
         unlock(state);
     }
 
-    /// Requests every lock of `mask` for `owner`, made by the calling
-    /// process.
+    /// Requests every lock of `mask` for `owner`.
     pub(crate) fn acquire(
         &self,
         owner: &Owner,
         mask: LockMask,
+        who: Requester,
         wait: Wait,
         reentry: Reentry,
     ) -> Result<Acquired, AcquireError> {
-        if let Some(done) = self.acquire_fast(owner, mask, wait, reentry) {
-            return done;
-        }
-        let who = Requester::current();
         let mut state = self.state.lock();
         if state.gone || state.fence.is_stale(owner.id) {
             return Err(AcquireError::Gone);
         }
-        self.pull(&mut state, mask);
         let now = monotonic_ns();
         state.expire_polls(now);
         // A call restarted after a stop, or a poller's next try, takes up
@@ -830,125 +743,6 @@ impl Arbiter {
         result
     }
 
-    /// A request for one lock on the fast path ([`FastSlot`]): granted if
-    /// the lock is free, answered if it is held and the request does not
-    /// wait. `None` otherwise: the request goes to the card's state.
-    fn acquire_fast(
-        &self,
-        owner: &Owner,
-        mask: LockMask,
-        wait: Wait,
-        reentry: Reentry,
-    ) -> Option<Result<Acquired, AcquireError>> {
-        if mask.count_ones() != 1
-            || owner.record.has_places.load(Ordering::Acquire)
-            || self.refuses(owner.id)
-        {
-            return None;
-        }
-        let mut fast = self.fast[mask.trailing_zeros() as usize].lock();
-        if fast.slow {
-            return None;
-        }
-        if let Some(holder) = &fast.holder {
-            if wait != Wait::Try {
-                return None;
-            }
-            return Some(Err(if holder.is(owner) && reentry == Reentry::Refuse {
-                AcquireError::Deadlock
-            } else {
-                AcquireError::Busy {
-                    holder_pid: holder.who.pid_for_caller(),
-                }
-            }));
-        }
-        fast.holder = Some(FastHolder {
-            owner: owner.clone(),
-            who: Requester::current(),
-            since_ns: monotonic_ns(),
-        });
-        fast.acquisitions += 1;
-        Some(Ok(Acquired {
-            owner_died: 0,
-            waited_ns: 0,
-        }))
-    }
-
-    /// A release of one lock on the fast path; `None` if the lock is in
-    /// the card's state (or the file has places to give up first).
-    fn release_fast(&self, owner: &Owner, mask: LockMask) -> Option<Result> {
-        if mask.count_ones() != 1 || owner.record.has_places.load(Ordering::Acquire) {
-            return None;
-        }
-        let mut fast = self.fast[mask.trailing_zeros() as usize].lock();
-        if fast.slow {
-            return None;
-        }
-        let Some(holder) = fast.holder.take_if(|h| h.is(owner)) else {
-            return Some(Err(EPERM));
-        };
-        let held = u64::try_from(monotonic_ns() - holder.since_ns).unwrap_or(0);
-        fast.max_hold_ns = fast.max_hold_ns.max(held);
-        drop(fast);
-        // The task and owner references go after the spinlock.
-        drop(holder);
-        Some(Ok(()))
-    }
-
-    /// Moves the locks of `mask` off the fast path into `state`, with
-    /// their holders and counters: from now on the mutex decides for them.
-    fn pull(&self, state: &mut State, mask: LockMask) {
-        for i in indices(mask & !state.slow) {
-            let (holder, acquisitions, max_hold_ns) = {
-                let mut fast = self.fast[i].lock();
-                fast.slow = true;
-                (
-                    fast.holder.take(),
-                    core::mem::take(&mut fast.acquisitions),
-                    core::mem::take(&mut fast.max_hold_ns),
-                )
-            };
-            state.slow |= bit(i);
-            let stats = &mut state.slots[i].stats;
-            stats.acquisitions += acquisitions;
-            stats.max_hold_ns = stats.max_hold_ns.max(max_hold_ns);
-            if let Some(holder) = holder {
-                state.slots[i].holder = Some(Holder {
-                    owner: holder.owner.id,
-                    who: holder.who,
-                    since_ns: holder.since_ns,
-                });
-                state.count_held(&holder.owner, bit(i));
-            }
-        }
-    }
-
-    /// Gives the locks of `mask` that are free, unwanted and unmarked back
-    /// to the fast path.
-    fn push(&self, state: &mut State, mask: LockMask) {
-        if state.gone {
-            return;
-        }
-        for i in indices(mask & state.slow & !state.held & !state.wanted) {
-            if state.slots[i].owner_died {
-                continue;
-            }
-            self.fast[i].lock().slow = false;
-            state.slow &= !bit(i);
-        }
-    }
-
-    /// The locks `owner` holds on the fast path.
-    fn held_fast(&self, owner: &Owner) -> LockMask {
-        let mut mask = 0;
-        for (i, fast) in self.fast.iter().enumerate() {
-            if fast.lock().holder_is(owner) {
-                mask |= bit(i);
-            }
-        }
-        mask
-    }
-
     fn new_waiter(
         &self,
         owner: &Owner,
@@ -976,21 +770,16 @@ impl Arbiter {
     /// Releases every lock of `mask`, all or nothing. `EPERM` unless
     /// `owner` holds all of them.
     pub(crate) fn release(&self, owner: &Owner, mask: LockMask) -> Result {
-        if let Some(released) = self.release_fast(owner, mask) {
-            return released;
-        }
         let mut state = self.state.lock();
         if state.gone {
             return Err(ENODEV);
         }
         state.drop_parked(owner);
-        self.pull(&mut state, mask);
         if state.held_by(owner) & mask != mask {
             unlock(state);
             return Err(EPERM);
         }
         state.release_locks(owner, mask, false);
-        self.push(&mut state, mask);
         unlock(state);
         Ok(())
     }
@@ -1000,7 +789,6 @@ impl Arbiter {
     /// (`owner_died`) are put back for the next acquirer.
     pub(crate) fn undo(&self, owner: &Owner, mask: LockMask, owner_died: LockMask) {
         let mut state = self.state.lock();
-        self.pull(&mut state, mask);
         if state.held_by(owner) & mask != mask {
             return;
         }
@@ -1008,7 +796,6 @@ impl Arbiter {
             state.slots[i].owner_died = true;
         }
         state.release_locks(owner, mask, false);
-        self.push(&mut state, mask);
         unlock(state);
     }
 
@@ -1017,10 +804,6 @@ impl Arbiter {
     pub(crate) fn release_all(&self, owner: &Owner) {
         let mut state = self.state.lock();
         state.drop_parked(owner);
-        // The file is closing: none of its calls runs, so what it holds on
-        // the fast path stays as found until pulled.
-        let fast = self.held_fast(owner);
-        self.pull(&mut state, fast);
         let mask = state.held_by(owner);
         if mask != 0 {
             state.release_locks(owner, mask, true);
@@ -1030,12 +813,6 @@ impl Arbiter {
 
     /// Whether `owner` holds lock `index`, and whether anyone does.
     pub(crate) fn test(&self, owner: &Owner, index: usize) -> Result<(bool, bool)> {
-        {
-            let fast = self.fast[index].lock();
-            if !fast.slow {
-                return Ok((fast.holder_is(owner), fast.holder.is_some()));
-            }
-        }
         let state = self.state.lock();
         if state.gone {
             return Err(ENODEV);
@@ -1055,21 +832,6 @@ impl Arbiter {
         }
         let slot = &state.slots[index];
         let now = monotonic_ns();
-        if state.slow & bit(index) == 0 {
-            let fast = self.fast[index].lock();
-            let holder = fast.holder.as_ref();
-            let mut stats = slot.stats;
-            stats.acquisitions += fast.acquisitions;
-            stats.max_hold_ns = stats.max_hold_ns.max(fast.max_hold_ns);
-            return Ok(LockInfo {
-                holder: holder.map(|h| (h.who.pid_for_caller(), h.who.comm)),
-                held_by_caller: owner.is_some_and(|owner| fast.holder_is(owner)),
-                held_ns: holder.map_or(0, |h| u64::try_from(now - h.since_ns).unwrap_or(0)),
-                owner_died: false,
-                waiters: 0,
-                stats,
-            });
-        }
         Ok(LockInfo {
             holder: slot
                 .holder
@@ -1107,11 +869,7 @@ impl Arbiter {
     /// lowest index first. As sysfs counts waiters, a poller's place (a
     /// failed try) is not a wait; a stopped call's place is.
     pub(crate) fn holdings(&self, owner: &Owner) -> Result<OwnerLocks> {
-        let mut state = self.state.lock();
-        // What it holds on the fast path is read in the state (until
-        // released, which gives it back).
-        let fast = self.held_fast(owner);
-        self.pull(&mut state, fast);
+        let state = self.state.lock();
         let now = monotonic_ns();
         let mut locks = OwnerLocks {
             held: KVec::new(),
@@ -1212,8 +970,6 @@ impl Arbiter {
         let mut state = self.state.lock();
         state.gone = true;
         self.refusals.set_gone();
-        // Every later request goes to the state, which refuses it.
-        self.pull(&mut state, !0);
         for position in 0..state.queue.len() {
             let Some(waiter) = state.queue.get(position).cloned() else {
                 break;
@@ -1361,12 +1117,6 @@ impl State {
         if self.slots[last].hold(owner.id, who, now) {
             owner_died |= bit(last);
         }
-        self.count_held(owner, mask);
-        owner_died
-    }
-
-    /// Counts the locks of `mask`, just recorded as held by `owner`.
-    fn count_held(&mut self, owner: &Owner, mask: LockMask) {
         self.held |= mask;
         let counts = owner.record.counts.access_mut(self);
         let was_holding = counts.held != 0;
@@ -1375,6 +1125,7 @@ impl State {
         if !was_holding {
             self.waiting_holders += queued;
         }
+        owner_died
     }
 
     /// Adds `waiter` at the back of the queue. Other waiters may now pass
@@ -1499,12 +1250,6 @@ impl State {
         if self.gone {
             return;
         }
-        if freed & self.wanted == 0 {
-            // Nobody waits for them: no clock read, no scan of the queue
-            // (the usual release).
-            self.let_holders_pass();
-            return;
-        }
         let now = monotonic_ns();
         let mut blocked: LockMask = 0;
         // Locks left free for the poll places that want them.
@@ -1580,7 +1325,6 @@ impl State {
         if counts.parked.push(waiter.clone(), GFP_KERNEL).is_err() {
             return false;
         }
-        waiter.owner.record.note_places(counts);
         // A stopped watcher would not wake to hand a kept lock on: another
         // waiter watches instead.
         if waiter.watch.access_mut(self).take().is_some() {
@@ -1592,11 +1336,9 @@ impl State {
     /// The place of `owner` for exactly `mask` (a stopped call's or a
     /// poller's), no longer parked.
     fn take_parked(&mut self, owner: &Owner, mask: LockMask) -> Option<Arc<Waiter>> {
-        let counts = owner.record.counts.access_mut(self);
-        let position = counts.parked.iter().position(|w| w.mask == mask)?;
-        let place = counts.parked.remove(position).ok();
-        owner.record.note_places(counts);
-        place
+        let parked = &mut owner.record.counts.access_mut(self).parked;
+        let position = parked.iter().position(|w| w.mask == mask)?;
+        parked.remove(position).ok()
     }
 
     /// Gives up the places of `owner` (of its stopped calls and its poll
@@ -1615,11 +1357,10 @@ impl State {
     /// Takes `place` out of its owner's parked places and out of the poll
     /// places.
     fn forget_place(&mut self, place: &Arc<Waiter>) {
-        let counts = place.owner.record.counts.access_mut(self);
-        if let Some(position) = counts.parked.iter().position(|w| Arc::ptr_eq(w, place)) {
-            let _ = counts.parked.remove(position);
+        let parked = &mut place.owner.record.counts.access_mut(self).parked;
+        if let Some(position) = parked.iter().position(|w| Arc::ptr_eq(w, place)) {
+            let _ = parked.remove(position);
         }
-        place.owner.record.note_places(counts);
         if let Some(position) = self.polls.iter().position(|w| Arc::ptr_eq(w, place)) {
             let _ = self.polls.remove(position);
         }

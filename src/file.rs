@@ -566,7 +566,15 @@ impl OpenFile {
         let request = LockCtlIn::decode(&bytes);
         let index = lock_index(request.index.into())?;
         let arbiter = &self.card.arbiter;
-        let acquire = |wait| arbiter.acquire(&self.owner, bit(index), wait, Reentry::Wait);
+        let acquire = |wait| {
+            arbiter.acquire(
+                &self.owner,
+                bit(index),
+                Requester::current(),
+                wait,
+                Reentry::Wait,
+            )
+        };
         // The grant, if this call takes the lock: undone if the answer
         // cannot be written.
         let mut acquired = None;
@@ -619,10 +627,13 @@ impl OpenFile {
     /// write back when the command writes anything (on success, and on the
     /// errors that report the holder).
     fn acquire_locks(&self, mask: LockMask, wait: Wait) -> (Result, Option<AcquireReport>) {
-        let result = self
-            .card
-            .arbiter
-            .acquire(&self.owner, mask, wait, Reentry::Refuse);
+        let result = self.card.arbiter.acquire(
+            &self.owner,
+            mask,
+            Requester::current(),
+            wait,
+            Reentry::Refuse,
+        );
         match result {
             Ok(acquired) => (
                 Ok(()),

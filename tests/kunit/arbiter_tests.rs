@@ -44,7 +44,7 @@ fn owner(a: &Arbiter) -> Owner {
 
 /// Takes `mask` for `who` at once, as a non-blocking request does.
 fn take(a: &Arbiter, who: &Owner, mask: LockMask) -> Result<Acquired, AcquireError> {
-    a.acquire(who, mask, Wait::Try, Reentry::Refuse)
+    a.acquire(who, mask, Requester::current(), Wait::Try, Reentry::Refuse)
 }
 
 /// Queues a request that cannot be granted at once, as a blocking request
@@ -54,7 +54,6 @@ fn queue(a: &Arbiter, who: &Owner, mask: LockMask) -> Result<Arc<Waiter>> {
         .new_waiter(who, mask, Requester::current(), monotonic_ns())
         .map_err(|_| ENOMEM)?;
     let mut state = a.state.lock();
-    a.pull(&mut state, mask);
     if !state.is_blocked(who, mask, monotonic_ns()) {
         return Err(EINVAL);
     }
@@ -69,7 +68,6 @@ fn queue_at(a: &Arbiter, who: &Owner, mask: LockMask, queued_ns: i64) -> Result<
         .new_waiter(who, mask, Requester::current(), queued_ns)
         .map_err(|_| ENOMEM)?;
     let mut state = a.state.lock();
-    a.pull(&mut state, mask);
     if !state.is_blocked(who, mask, monotonic_ns()) {
         return Err(EINVAL);
     }
@@ -84,7 +82,6 @@ fn place_at(a: &Arbiter, who: &Owner, mask: LockMask, queued_ns: i64) -> Result<
         .new_waiter(who, mask, Requester::current(), queued_ns)
         .map_err(|_| ENOMEM)?;
     let mut state = a.state.lock();
-    a.pull(&mut state, mask);
     let now = monotonic_ns();
     if !state.is_blocked(who, mask, now) {
         return Err(EINVAL);
@@ -96,12 +93,8 @@ fn place_at(a: &Arbiter, who: &Owner, mask: LockMask, queued_ns: i64) -> Result<
     Ok(place)
 }
 
-/// The holder of lock `index`, which this moves into the card's state
-/// (off the fast path) to read it there.
 fn holder_of(a: &Arbiter, index: usize) -> Option<OwnerId> {
-    let mut state = a.state.lock();
-    a.pull(&mut state, bit(index));
-    state.slots[index].holder.as_ref().map(|h| h.owner)
+    a.state.lock().slots[index].holder.as_ref().map(|h| h.owner)
 }
 
 fn grant_of(a: &Arbiter, waiter: &Waiter) -> Option<LockMask> {
@@ -110,8 +103,11 @@ fn grant_of(a: &Arbiter, waiter: &Waiter) -> Option<LockMask> {
 }
 
 fn holder_is(a: &Arbiter, index: usize, who: &Owner) -> bool {
-    a.query(Some(who), index)
-        .is_ok_and(|info| info.held_by_caller)
+    let state = a.state.lock();
+    state.slots[index]
+        .holder
+        .as_ref()
+        .is_some_and(|h| h.owner == who.id())
 }
 
 fn waiters(a: &Arbiter, index: usize) -> u32 {
@@ -145,7 +141,7 @@ mod tests {
         let (x, y) = (owner(&a), owner(&a));
         assert!(take(&a, &x, bit(0)).is_ok());
         assert_eq!(take(&a, &x, bit(0)), Err(AcquireError::Deadlock));
-        let again = a.acquire(&x, bit(0), Wait::Try, Reentry::Wait);
+        let again = a.acquire(&x, bit(0), Requester::current(), Wait::Try, Reentry::Wait);
         assert!(matches!(again, Err(AcquireError::Busy { .. })));
         assert!(matches!(
             take(&a, &y, bit(0)),
@@ -348,123 +344,8 @@ mod tests {
         Ok(())
     }
 
-    fn is_fast(a: &Arbiter, index: usize) -> bool {
-        a.state.lock().slow & bit(index) == 0
-    }
-
-    /// An uncontended lock is taken and released on the fast path, and
-    /// the views see its holder and counters as they would in the state.
-    #[test]
-    fn an_uncontended_lock_stays_on_the_fast_path() -> Result {
-        let a = new_arbiter()?;
-        let (x, y) = (owner(&a), owner(&a));
-        take(&a, &x, bit(40)).map_err(|_| EINVAL)?;
-        assert!(is_fast(&a, 40));
-        assert_eq!(a.test(&x, 40)?, (true, true));
-        assert_eq!(a.test(&y, 40)?, (false, true));
-        let info = a.query(Some(&x), 40)?;
-        let pid = u32::try_from(kernel::current!().group_leader().pid()).unwrap_or(0);
-        assert!(info.held_by_caller && info.holder.is_some_and(|(p, _)| p == pid));
-        assert_eq!(info.stats.acquisitions, 1);
-        assert_eq!(take(&a, &x, bit(40)), Err(AcquireError::Deadlock));
-        assert!(
-            matches!(take(&a, &y, bit(40)), Err(AcquireError::Busy { holder_pid }) if holder_pid == pid)
-        );
-        assert_eq!(a.release(&y, bit(40)), Err(EPERM));
-        a.release(&x, bit(40))?;
-        assert_eq!(a.test(&x, 40)?, (false, false));
-        take(&a, &y, bit(40)).map_err(|_| EINVAL)?;
-        a.release(&y, bit(40))?;
-        assert!(is_fast(&a, 40));
-        assert_eq!(a.query(None, 40)?.stats.acquisitions, 2);
-        Ok(())
-    }
-
-    /// The first waiter moves a lock held on the fast path into the state,
-    /// its holder counted as such; the release that leaves it free with
-    /// nobody waiting gives it back, its counters kept.
-    #[test]
-    fn a_waiter_moves_a_fast_lock_into_the_state_and_back() -> Result {
-        let a = new_arbiter()?;
-        let (x, y) = (owner(&a), owner(&a));
-        take(&a, &x, bit(41)).map_err(|_| EINVAL)?;
-        let w = queue(&a, &y, bit(41))?;
-        assert!(!is_fast(&a, 41));
-        assert_eq!(a.state.lock().held_by(&x), bit(41));
-        assert_eq!(a.query(None, 41)?.stats.acquisitions, 1);
-        a.release(&x, bit(41))?;
-        assert!(grant_of(&a, &w).is_some());
-        assert!(holder_is(&a, 41, &y));
-        assert!(!is_fast(&a, 41));
-        a.release(&y, bit(41))?;
-        assert!(is_fast(&a, 41));
-        assert_eq!(a.query(None, 41)?.stats.acquisitions, 2);
-        Ok(())
-    }
-
-    /// A file that closes holding a lock on the fast path leaves the
-    /// owner-died mark, which keeps the lock in the state until an
-    /// acquisition consumes it.
-    #[test]
-    fn closing_a_fast_holder_marks_its_lock() -> Result {
-        let a = new_arbiter()?;
-        let (x, y) = (owner(&a), owner(&a));
-        take(&a, &x, bit(42)).map_err(|_| EINVAL)?;
-        take(&a, &x, bit(43)).map_err(|_| EINVAL)?;
-        a.release_all(&x);
-        let info = a.query(None, 42)?;
-        assert!(info.holder.is_none() && info.owner_died);
-        assert_eq!(info.stats.owner_died, 1);
-        assert!(!is_fast(&a, 42));
-        let granted = take(&a, &y, bit(42)).map_err(|_| EINVAL)?;
-        assert_eq!(granted.owner_died, bit(42));
-        a.release(&y, bit(42))?;
-        assert!(is_fast(&a, 42));
-        assert!(a.query(None, 43)?.owner_died);
-        Ok(())
-    }
-
-    /// A lock taken on the fast path by one file after another is counted
-    /// as the second's once a waiter moves it into the state.
-    #[test]
-    fn a_fast_lock_taken_by_another_file_is_counted_as_that_files() -> Result {
-        let a = new_arbiter()?;
-        let (x, y, z) = (owner(&a), owner(&a), owner(&a));
-        take(&a, &x, bit(48)).map_err(|_| EINVAL)?;
-        a.release(&x, bit(48))?;
-        take(&a, &y, bit(48)).map_err(|_| EINVAL)?;
-        assert!(is_fast(&a, 48));
-        let _w = queue(&a, &z, bit(48))?;
-        let (by_y, by_x) = {
-            let state = a.state.lock();
-            (state.held_by(&y), state.held_by(&x))
-        };
-        assert_eq!((by_y, by_x), (bit(48), 0));
-        assert!(holder_is(&a, 48, &y));
-        for o in [&x, &y, &z] {
-            a.release_all(o);
-        }
-        Ok(())
-    }
-
-    /// A file's fdinfo shows the locks it holds on the fast path.
-    #[test]
-    fn holdings_show_fast_locks() -> Result {
-        let a = new_arbiter()?;
-        let x = owner(&a);
-        take(&a, &x, bit(49)).map_err(|_| EINVAL)?;
-        let held = a.holdings(&x)?.held;
-        assert_eq!(held.len(), 1);
-        assert!(held.iter().all(|&(i, _)| i == 49));
-        // Its release gives the lock back to the fast path.
-        a.release(&x, bit(49))?;
-        assert!(is_fast(&a, 49));
-        Ok(())
-    }
-
     /// A grant whose caller could not be told gives back the owner-died
-    /// mark it consumed, and the lock stays in the state with it: the next
-    /// acquirer is told.
+    /// mark it consumed: the next acquirer is told.
     #[test]
     fn an_undone_grant_gives_its_mark_back() -> Result {
         let a = new_arbiter()?;
@@ -474,28 +355,8 @@ mod tests {
         let granted = take(&a, &y, bit(47)).map_err(|_| EINVAL)?;
         assert_eq!(granted.owner_died, bit(47));
         a.undo(&y, bit(47), granted.owner_died);
-        assert!(!is_fast(&a, 47));
         let granted = take(&a, &z, bit(47)).map_err(|_| EINVAL)?;
         assert_eq!(granted.owner_died, bit(47));
-        Ok(())
-    }
-
-    /// Neither a fenced file nor anyone after removal is granted a lock
-    /// on the fast path.
-    #[test]
-    fn the_fast_path_refuses_fenced_files_and_removed_cards() -> Result {
-        let a = new_arbiter()?;
-        let (x, y) = (owner(&a), owner(&a));
-        take(&a, &y, bit(44)).map_err(|_| EINVAL)?;
-        a.fence_all_but(y.id());
-        assert_eq!(take(&a, &x, bit(45)), Err(AcquireError::Gone));
-        assert!(take(&a, &y, bit(45)).is_ok());
-        a.shut_down();
-        assert_eq!(take(&a, &y, bit(46)), Err(AcquireError::Gone));
-        assert_eq!(a.release(&y, bit(45)), Err(ENODEV));
-        assert_eq!(a.test(&y, 45).err(), Some(ENODEV));
-        a.release_all(&y);
-        assert_eq!(a.state.lock().held, 0);
         Ok(())
     }
 
@@ -626,7 +487,15 @@ mod tests {
         let (x, y, z) = (owner(&a), owner(&a), owner(&a));
         take(&a, &x, bit(10)).map_err(|_| EINVAL)?;
         let pid = u32::try_from(kernel::current!().group_leader().pid()).unwrap_or(0);
-        let past = |who: &Owner, mask| a.acquire(who, mask, Wait::Until(0), Reentry::Refuse);
+        let past = |who: &Owner, mask| {
+            a.acquire(
+                who,
+                mask,
+                Requester::current(),
+                Wait::Until(0),
+                Reentry::Refuse,
+            )
+        };
         // Held: ETIMEDOUT with the holder, where a try says EBUSY.
         assert_eq!(
             past(&y, bit(10)),
@@ -665,7 +534,7 @@ mod tests {
         a.release(&j, bit(16))?;
         // LOCK_CTL's try (re-entry waits) and a blocking request, which
         // must not even queue.
-        let ctl = a.acquire(&j, bit(16), Wait::Try, Reentry::Wait);
+        let ctl = a.acquire(&j, bit(16), Requester::current(), Wait::Try, Reentry::Wait);
         assert!(ctl.is_ok());
         a.release(&j, bit(16))?;
         assert_eq!(queue(&a, &j, bit(16)).err(), Some(EINVAL));
@@ -799,7 +668,13 @@ mod tests {
         a.release(&x, bit(30))?;
         assert!(holder_is(&a, 30, &y));
         // The restarted call takes its grant up without sleeping.
-        let restarted = a.acquire(&y, bit(30), Wait::Forever, Reentry::Refuse);
+        let restarted = a.acquire(
+            &y,
+            bit(30),
+            Requester::current(),
+            Wait::Forever,
+            Reentry::Refuse,
+        );
         assert!(restarted.is_ok());
         a.release(&y, bit(30))?;
         assert!(holder_is(&a, 30, &z));
@@ -1229,7 +1104,7 @@ mod tests {
         // Its blocking call of the same lock must not sleep on a free lock
         // (a deadline, so that a mistake fails instead of hanging).
         let deadline = Wait::Until(monotonic_ns() + 1_000_000_000);
-        let got = a.acquire(&p, bit(45), deadline, Reentry::Wait);
+        let got = a.acquire(&p, bit(45), Requester::current(), deadline, Reentry::Wait);
         assert!(got.is_ok());
         assert!(holder_is(&a, 45, &p));
         assert_eq!(waiters(&a, 45), 0);
