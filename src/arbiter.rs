@@ -1250,6 +1250,12 @@ impl State {
         if self.gone {
             return;
         }
+        if freed & self.wanted == 0 {
+            // Nobody waits for them (the usual release): no clock read,
+            // no scan of the queue.
+            self.let_holders_pass();
+            return;
+        }
         let now = monotonic_ns();
         let mut blocked: LockMask = 0;
         // Locks left free for the poll places that want them.
