@@ -569,6 +569,8 @@ mod tests {
                 wait_max_ns: 500,
                 hold_max_ns: 7000,
                 spurious_wakeups: 0,
+                pollers: 0,
+                polled_by: vec![],
             }
         );
         assert!(l.is_busy());
