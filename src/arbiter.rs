@@ -43,6 +43,13 @@
 //! [`State::assign_watches`]). So a poller that stops polling delays
 //! nobody by more than the lease.
 //!
+//! Every failed try is also noted in its file, whether or not it leaves
+//! a poll place: a run of failed tries of one lock set, from its first
+//! try while each next one comes within the lease, counted ([`Polling`],
+//! at most [`POLLED_SETS`] per file, inline). The views show it (a lone
+//! poller, with nobody queued, would be invisible otherwise); the grant
+//! policy never reads it.
+//!
 //! Bounded barging (the kernel mutex's answer to the same tension): a lock
 //! kept for a poller stands idle until the poller's next try, so while a
 //! poll place has waited less than the card's hand-off bound `B`
