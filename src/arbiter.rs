@@ -1040,7 +1040,9 @@ impl Arbiter {
             if shown.len() == max {
                 shown.pop();
             }
-            shown.insert_within_capacity(at, poller).map_err(|_| ENOMEM)?;
+            shown
+                .insert_within_capacity(at, poller)
+                .map_err(|_| ENOMEM)?;
         }
         Ok((count, shown))
     }
@@ -1227,13 +1229,10 @@ impl State {
     fn note_failed_try(&mut self, owner: &Owner, mask: LockMask, who: &Requester, now: i64) {
         let until_ns = now + self.poll_lease_ns;
         let polling = &mut owner.record.counts.access_mut(self).polling;
-        let position = polling
-            .iter()
-            .position(|p| p.mask == mask)
-            .or_else(|| {
-                let oldest = polling.iter().enumerate().min_by_key(|(_, p)| p.until_ns);
-                oldest.map(|(i, _)| i)
-            });
+        let position = polling.iter().position(|p| p.mask == mask).or_else(|| {
+            let oldest = polling.iter().enumerate().min_by_key(|(_, p)| p.until_ns);
+            oldest.map(|(i, _)| i)
+        });
         let Some(entry) = position.and_then(|i| polling.get_mut(i)) else {
             return;
         };

@@ -354,7 +354,7 @@ fn churn_round(i: u32) -> TestResult {
     let opened = |what: &str| match Device::open_index(0) {
         Ok(d) => Ok(Some(d)),
         Err(e) => {
-            let errno = io::Error::from(e).raw_os_error();
+            let errno = e.raw_os_error();
             if matches!(errno, Some(libc::ENOENT | libc::ENODEV | libc::ENXIO)) {
                 Ok(None)
             } else {
@@ -373,12 +373,21 @@ fn churn_round(i: u32) -> TestResult {
     let Some(poller) = opened("poller")? else {
         return Ok(());
     };
-    ioctl_ok(lock_ctl(&holder, i as u8, abi::LOCK_CTL_ACQUIRE), "holder's try")?;
+    ioctl_ok(
+        lock_ctl(&holder, i as u8, abi::LOCK_CTL_ACQUIRE),
+        "holder's try",
+    )?;
     for _ in 0..3 {
-        ioctl_ok(lock_ctl(&poller, i as u8, abi::LOCK_CTL_ACQUIRE), "poller's try")?;
+        ioctl_ok(
+            lock_ctl(&poller, i as u8, abi::LOCK_CTL_ACQUIRE),
+            "poller's try",
+        )?;
     }
     drop(holder);
-    ioctl_ok(lock_ctl(&poller, i as u8, abi::LOCK_CTL_ACQUIRE), "try after close")?;
+    ioctl_ok(
+        lock_ctl(&poller, i as u8, abi::LOCK_CTL_ACQUIRE),
+        "try after close",
+    )?;
     drop(poller);
     Ok(())
 }

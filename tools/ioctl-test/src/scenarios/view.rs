@@ -1520,7 +1520,11 @@ pub fn lone_poller_shown() -> TestResult {
         ],
     )?;
     drop(b);
-    ensure_eq!(sys(0, i)?.pollers, 1, "pollers after the thread's file closed");
+    ensure_eq!(
+        sys(0, i)?.pollers,
+        1,
+        "pollers after the thread's file closed"
+    );
 
     match tt_locks() {
         Some(bin) => {
@@ -1539,7 +1543,11 @@ pub fn lone_poller_shown() -> TestResult {
                         && w[2] == "tt-poller"
                         && w[4].parse::<u64>().is_ok_and(|t| t >= 3)
                 });
-                ensure!(poller_row, "no poller row for pid {} (uid {uid:?}): {r}", p.pid);
+                ensure!(
+                    poller_row,
+                    "no poller row for pid {} (uid {uid:?}): {r}",
+                    p.pid
+                );
                 let summary = summary_line(&r.out, 0).unwrap_or_default();
                 ensure!(summary.contains("1 polled"), "summary (uid {uid:?}): {r}");
             }
@@ -1551,7 +1559,12 @@ pub fn lone_poller_shown() -> TestResult {
                 "tenstorrent_lock_pollers: {r}"
             );
             let pid = p.pid.to_string();
-            let with = [("card", "0"), ("lock", name), ("pid", &pid), ("comm", "tt-poller")];
+            let with = [
+                ("card", "0"),
+                ("lock", name),
+                ("pid", &pid),
+                ("comm", "tt-poller"),
+            ];
             ensure!(
                 metric(&r.out, "tenstorrent_lock_poller_seconds", &with).is_some_and(|s| s > 0.0),
                 "tenstorrent_lock_poller_seconds of pid {pid}: {r}"
@@ -1566,7 +1579,11 @@ pub fn lone_poller_shown() -> TestResult {
     ensure_eq!(ok(&mut p, &try_cmd)?[0], 0, "try under the short lease");
     wait_pollers(i, 0)?;
     let f = fdinfo_of(p.pid)?;
-    expect_keys(&f, "the poller's file past its lease", &[("tt-locks-polling", "0")])?;
+    expect_keys(
+        &f,
+        "the poller's file past its lease",
+        &[("tt-locks-polling", "0")],
+    )?;
     lease.change(600_000)?;
     ensure_eq!(ok(&mut p, &try_cmd)?[0], 0, "try after the lease");
     let l = sys(0, i)?;
@@ -1577,7 +1594,11 @@ pub fn lone_poller_shown() -> TestResult {
 
     // It gets the lock: shown as the holder, no longer as a poller.
     ok(&mut h, &format!("release {:x}", bit(i)))?;
-    ensure_eq!(ok(&mut p, &try_cmd)?[0], 1, "the poller's try of the freed lock");
+    ensure_eq!(
+        ok(&mut p, &try_cmd)?[0],
+        1,
+        "the poller's try of the freed lock"
+    );
     let l = sys(0, i)?;
     ensure!(
         l.held && l.pid == p.pid as u32 && l.pollers == 0 && l.polled_by.is_empty(),
