@@ -43,6 +43,13 @@
 //! [`State::assign_watches`]). So a poller that stops polling delays
 //! nobody by more than the lease.
 //!
+//! Every failed try is also noted in its file, whether or not it leaves
+//! a poll place: a run of failed tries of one lock set, from its first
+//! try while each next one comes within the lease, counted ([`Polling`],
+//! at most [`POLLED_SETS`] per file, inline). The views show it (a lone
+//! poller, with nobody queued, would be invisible otherwise); the grant
+//! policy never reads it.
+//!
 //! Bounded barging (the kernel mutex's answer to the same tension): a lock
 //! kept for a poller stands idle until the poller's next try, so while a
 //! poll place has waited less than the card's hand-off bound `B`
@@ -266,6 +273,44 @@ struct OwnerCounts {
     /// Emptied at the latest when the file closes, which breaks the cycle
     /// of references between a parked waiter and its owner.
     parked: KVec<Arc<Waiter>>,
+    /// The file's runs of failed tries, for the views only: what a poller
+    /// waits for is otherwise invisible when nobody else is queued (its
+    /// failed try then leaves no poll place). Inline, so that a try never
+    /// allocates for it, and bounded: [`POLLED_SETS`] entries.
+    polling: [Polling; POLLED_SETS],
+}
+
+/// How many lock sets one file's failed tries are remembered for
+/// ([`Polling`]). A file usually polls one lock at a time (UMD's `lock()`
+/// tries `LOCK_CTL` every millisecond in the thread that waits); one whose
+/// threads poll more sets at once shows those it tried last.
+pub(crate) const POLLED_SETS: usize = 4;
+
+/// A file's run of failed tries of one lock set: since its first failed
+/// try, as long as each next try comes within the card's poll lease. Ended
+/// by a grant of one of its locks to the file (the poller got it), by the
+/// file's close, or by a lease without a try (the poller gave up). Only
+/// the views read it: the grant policy never does.
+#[derive(Default)]
+struct Polling {
+    /// The locks tried; 0 for an entry never used.
+    mask: LockMask,
+    /// Who tried last.
+    who: Option<Requester>,
+    /// The first failed try of the run.
+    since_ns: i64,
+    /// When the run ends without another try: the last try plus the poll
+    /// lease it was made under.
+    until_ns: i64,
+    /// Failed tries in the run.
+    tries: u64,
+}
+
+impl Polling {
+    /// Whether the run goes on at `now` and is one of lock `mask`'s.
+    fn is_live_for(&self, mask: LockMask, now: i64) -> bool {
+        self.mask & mask != 0 && self.until_ns > now
+    }
 }
 
 /// The process that makes a request, recorded as the holder when granted.
@@ -386,6 +431,24 @@ pub(crate) struct OwnerLocks {
     pub(crate) held: KVec<(usize, u64)>,
     /// Wanted by a queued request, and for how long it has waited.
     pub(crate) waiting: KVec<(usize, u64)>,
+    /// Tried and not got, the tries going on ([`Polling`]): `(index,
+    /// nanoseconds since the run's first try, failed tries)`.
+    pub(crate) polling: KVec<(usize, u64, u64)>,
+}
+
+/// A file that polls a lock ([`Arbiter::pollers`]): its run of failed
+/// tries goes on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Poller {
+    /// The pid of the process that tried last, in the reader's pid
+    /// namespace (0 if not visible there, or exited).
+    pub(crate) pid: u32,
+    /// Its comm when it tried.
+    pub(crate) comm: [u8; TASK_COMM_LEN],
+    /// Since the run's first failed try, in nanoseconds.
+    pub(crate) polling_ns: u64,
+    /// Failed tries in the run.
+    pub(crate) tries: u64,
 }
 
 /// The holder of a lock. Its file's [`Owner`] is not kept: whatever
@@ -629,6 +692,9 @@ impl Arbiter {
         let waiter = match state.take_parked(owner, mask) {
             Some(waiter) if wait == Wait::Try => {
                 let result = state.try_place(&waiter, now);
+                if matches!(result, Err(AcquireError::Busy { .. })) {
+                    state.note_failed_try(owner, mask, &who, now);
+                }
                 unlock(state);
                 return result;
             }
@@ -655,6 +721,10 @@ impl Arbiter {
                 }
                 if wait.is_over(now) {
                     let holder_pid = state.holder_pid(mask);
+                    if wait == Wait::Try {
+                        // Shown whether or not others are queued.
+                        state.note_failed_try(owner, mask, &who, now);
+                    }
                     if wait == Wait::Try
                         && state.wanted & mask != 0
                         && state.held_by(owner) & mask == 0
@@ -804,6 +874,7 @@ impl Arbiter {
     pub(crate) fn release_all(&self, owner: &Owner) {
         let mut state = self.state.lock();
         state.drop_parked(owner);
+        state.end_polling(owner, LockMask::MAX);
         let mask = state.held_by(owner);
         if mask != 0 {
             state.release_locks(owner, mask, true);
@@ -874,6 +945,7 @@ impl Arbiter {
         let mut locks = OwnerLocks {
             held: KVec::new(),
             waiting: KVec::new(),
+            polling: KVec::new(),
         };
         for i in indices(state.held_by(owner)) {
             let since = state.slots[i].holder.as_ref().map_or(now, |h| h.since_ns);
@@ -895,6 +967,23 @@ impl Arbiter {
             }
             seen |= w.mask;
         }
+        // Each lock of a run of tries that goes on; of two runs that want
+        // one lock (sets tried by two threads), the older.
+        let polling = &owner.record.counts.access(&state).polling;
+        let mut polled: LockMask = 0;
+        for p in polling.iter().filter(|p| p.until_ns > now) {
+            polled |= p.mask;
+        }
+        for i in indices(polled) {
+            let oldest = polling
+                .iter()
+                .filter(|p| p.is_live_for(bit(i), now))
+                .min_by_key(|p| p.since_ns);
+            if let Some(p) = oldest {
+                let ns = u64::try_from(now - p.since_ns).unwrap_or(0);
+                locks.polling.push((i, ns, p.tries), GFP_KERNEL)?;
+            }
+        }
         drop(state);
         // Lowest index first (at most 64 of them).
         for i in indices(seen) {
@@ -903,6 +992,59 @@ impl Arbiter {
             }
         }
         Ok(locks)
+    }
+
+    /// The files among `owners` (the card's open files) that poll lock
+    /// `index`: their run of failed tries of a set with that lock goes on
+    /// ([`Polling`]; of a file's two runs with it, the older counts). How
+    /// many, and the `max` that have polled longest, longest first. The
+    /// pids are in the caller's pid namespace. Nothing of it allocates
+    /// under the card's mutex.
+    pub(crate) fn pollers(
+        &self,
+        index: usize,
+        owners: &[Owner],
+        max: usize,
+    ) -> Result<(u32, KVec<Poller>)> {
+        let mut shown: KVec<Poller> = KVec::with_capacity(max, GFP_KERNEL)?;
+        let mut count = 0u32;
+        let mask = bit(index);
+        let state = self.state.lock();
+        let now = monotonic_ns();
+        for owner in owners {
+            let polling = &owner.record.counts.access(&state).polling;
+            let oldest = polling
+                .iter()
+                .filter(|p| p.is_live_for(mask, now))
+                .min_by_key(|p| p.since_ns);
+            let Some(p) = oldest else {
+                continue;
+            };
+            count += 1;
+            let poller = Poller {
+                pid: p.who.as_ref().map_or(0, Requester::pid_for_caller),
+                comm: p.who.as_ref().map_or([0; TASK_COMM_LEN], Requester::comm),
+                polling_ns: u64::try_from(now - p.since_ns).unwrap_or(0),
+                tries: p.tries,
+            };
+            // Longest first; within the capacity taken before the mutex,
+            // a poller that has polled longer than the last shown takes
+            // its place.
+            let at = shown
+                .iter()
+                .position(|s| s.polling_ns < poller.polling_ns)
+                .unwrap_or(shown.len());
+            if at >= max {
+                continue;
+            }
+            if shown.len() == max {
+                shown.pop();
+            }
+            shown
+                .insert_within_capacity(at, poller)
+                .map_err(|_| ENOMEM)?;
+        }
+        Ok((count, shown))
     }
 
     /// The card is being reset by file `survivor`: every other file now
@@ -1079,6 +1221,39 @@ impl State {
         }
     }
 
+    /// Records a failed try of `mask` by `who` in `owner`'s file, for the
+    /// views: its run of tries of that set goes on (counted, its lease
+    /// renewed) or a new one starts, in the entry tried least recently
+    /// when the set has none (an unused or ended entry first). Never
+    /// allocates; the grant policy never reads it.
+    fn note_failed_try(&mut self, owner: &Owner, mask: LockMask, who: &Requester, now: i64) {
+        let until_ns = now + self.poll_lease_ns;
+        let polling = &mut owner.record.counts.access_mut(self).polling;
+        let position = polling.iter().position(|p| p.mask == mask).or_else(|| {
+            let oldest = polling.iter().enumerate().min_by_key(|(_, p)| p.until_ns);
+            oldest.map(|(i, _)| i)
+        });
+        let Some(entry) = position.and_then(|i| polling.get_mut(i)) else {
+            return;
+        };
+        if entry.mask != mask || entry.until_ns <= now {
+            entry.mask = mask;
+            entry.since_ns = now;
+            entry.tries = 0;
+        }
+        entry.tries = entry.tries.saturating_add(1);
+        entry.until_ns = until_ns;
+        entry.who = Some(who.clone());
+    }
+
+    /// Ends `owner`'s runs of failed tries of any lock of `mask`.
+    fn end_polling(&mut self, owner: &Owner, mask: LockMask) {
+        let polling = &mut owner.record.counts.access_mut(self).polling;
+        for entry in polling.iter_mut().filter(|p| p.mask & mask != 0) {
+            *entry = Polling::default();
+        }
+    }
+
     fn holder_pid(&self, mask: LockMask) -> u32 {
         indices(mask & self.held)
             .find_map(|i| self.slots[i].holder.as_ref())
@@ -1118,6 +1293,9 @@ impl State {
             owner_died |= bit(last);
         }
         self.held |= mask;
+        // Whoever polled these locks in this file has them now (or will,
+        // with its next try, for locks kept for its place).
+        self.end_polling(owner, mask);
         let counts = owner.record.counts.access_mut(self);
         let was_holding = counts.held != 0;
         counts.held |= mask;

@@ -6,7 +6,9 @@ use crate::{
     arbiter::{
         handoff_ns_of_us,
         Arbiter,
+        Owner,
         OwnerId,
+        Poller,
         POLL_LEASE_NS, //
     },
     arc::{
@@ -125,13 +127,17 @@ pub(crate) struct Card {
     /// Powers a Wormhole down once the grace after its last close is over.
     #[pin]
     powerdown: DelayedWork<Card>,
-    /// The open files and the processes that opened them.
+    /// The open files and the processes that opened them. Taken alone:
+    /// nothing else is locked while it is held, and it is released before
+    /// the arbiter's mutex is taken for the files it lists.
     #[pin]
     openers: Mutex<KVec<Opener>>,
 }
 
 struct Opener {
-    owner: OwnerId,
+    /// The file's lock owner, which [`Card::lock_pollers`] asks the
+    /// arbiter about.
+    owner: Owner,
     /// The thread-group leader of the opener.
     task: ARef<Task>,
 }
@@ -195,8 +201,9 @@ impl Card {
     }
 
     /// Records that the calling process opened the file `owner`.
-    pub(crate) fn add_opener(&self, owner: OwnerId) -> Result {
+    pub(crate) fn add_opener(&self, owner: &Owner) -> Result {
         let task = kernel::current!().group_leader().into();
+        let owner = owner.clone();
         self.openers
             .lock()
             .push(Opener { owner, task }, GFP_KERNEL)?;
@@ -207,7 +214,7 @@ impl Card {
     pub(crate) fn remove_opener(&self, owner: OwnerId) {
         let gone = {
             let mut openers = self.openers.lock();
-            let position = openers.iter().position(|o| o.owner == owner);
+            let position = openers.iter().position(|o| o.owner.id() == owner);
             position.map(|position| openers.remove(position))
         };
         // The opener's task reference is dropped here, after the mutex is
@@ -225,9 +232,25 @@ impl Card {
         let mut out = KVec::with_capacity(openers.len(), GFP_KERNEL)?;
         for opener in openers.iter() {
             let pid = u32::try_from(opener.task.tgid_nr_ns(ns)).unwrap_or(0);
-            out.push((opener.owner, pid, comm(&opener.task)), GFP_KERNEL)?;
+            out.push((opener.owner.id(), pid, comm(&opener.task)), GFP_KERNEL)?;
         }
         Ok(out)
+    }
+
+    /// The open files that poll lock `index` ([`Arbiter::pollers`]): how
+    /// many, and the `max` that have polled longest.
+    pub(crate) fn lock_pollers(&self, index: usize, max: usize) -> Result<(u32, KVec<Poller>)> {
+        let owners = {
+            let openers = self.openers.lock();
+            let mut owners = KVec::with_capacity(openers.len(), GFP_KERNEL)?;
+            for opener in openers.iter() {
+                owners.push(opener.owner.clone(), GFP_KERNEL)?;
+            }
+            owners
+        };
+        // The openers' list is released: the arbiter's mutex is never
+        // taken under it.
+        self.arbiter.pollers(index, &owners, max)
     }
 
     /// Revokes the mappings and the target of window `id`, just freed (a

@@ -71,6 +71,12 @@ pub(crate) fn show(m: &SeqFile, card: &Card, owner: &Owner, exclusive: bool) {
         for &(index, ns) in locks.waiting.iter() {
             seq_print!(m, "tt-lock-waiting-{}:\t{} ns\n", LockName(index), ns);
         }
+        // A poller's failed tries are no wait, but what it waits for.
+        seq_print!(m, "tt-locks-polling:\t{}\n", locks.polling.len());
+        for &(index, ns, tries) in locks.polling.iter() {
+            seq_print!(m, "tt-lock-polling-{}:\t{} ns\n", LockName(index), ns);
+            seq_print!(m, "tt-lock-poll-tries-{}:\t{}\n", LockName(index), tries);
+        }
     }
 
     let layout = card.tlb.layout();

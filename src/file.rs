@@ -146,7 +146,7 @@ impl FileOperations for Card {
                 },
                 GFP_KERNEL,
             )?;
-            card.add_opener(id)?;
+            card.add_opener(&open.owner)?;
             if let Err(e) = card
                 .power
                 .open(id, append, &card.firmware(), &|| card.kick_smc())

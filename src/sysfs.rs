@@ -95,11 +95,24 @@ pub(crate) fn write_lock_name(out: &mut impl Write, index: usize) -> fmt::Result
 
 /// Writes a comm so that it stays one whitespace-free field.
 fn write_comm(out: &mut impl Write, comm: &[u8]) -> fmt::Result {
+    write_comm_except(out, comm, &[])
+}
+
+/// Writes a comm as [`write_comm`] does, with the bytes of `separators`
+/// (those of a list it is an item of) shown as `?` too.
+fn write_comm_except(out: &mut impl Write, comm: &[u8], separators: &[u8]) -> fmt::Result {
     for &c in comm.iter().take_while(|&&c| c != 0) {
-        out.write_char(if c.is_ascii_graphic() { c as char } else { '?' })?;
+        let shown = c.is_ascii_graphic() && !separators.contains(&c);
+        out.write_char(if shown { c as char } else { '?' })?;
     }
     Ok(())
 }
+
+/// Pollers listed on a lock's line (`polled_by`), those that have polled
+/// longest: with the rest of the line, at most about 2.7 KiB, so the line
+/// fits in a page whatever the number of pollers (`pollers` counts them
+/// all).
+const MAX_POLLERS_SHOWN: usize = 32;
 
 const LOCKS: u32 = 0;
 const TLB: u32 = 1;
@@ -456,7 +469,7 @@ impl Card {
             None => write!(out, " held=0 pid=0 comm=")?,
         }
         let stats = info.stats;
-        writeln!(
+        write!(
             out,
             " held_ns={} waiters={} owner_died_pending={} acquisitions={} contended={} \
              owner_died={} wait_total_ns={} wait_max_ns={} hold_max_ns={} spurious_wakeups={}",
@@ -470,6 +483,23 @@ impl Card {
             stats.max_wait_ns,
             stats.max_hold_ns,
             stats.spurious_wakeups,
-        )
+        )?;
+        // The files polling it (LOCK_CTL tries that fail), which `waiters`
+        // does not count: without them a process whose lock() never
+        // returns would be seen waiting for nothing.
+        let Ok((count, pollers)) = self.lock_pollers(index, MAX_POLLERS_SHOWN) else {
+            out.fail(ENOMEM);
+            return Ok(());
+        };
+        write!(out, " pollers={count} polled_by=")?;
+        for (n, p) in pollers.iter().enumerate() {
+            if n > 0 {
+                out.write_char(',')?;
+            }
+            write!(out, "{}/", p.pid)?;
+            write_comm_except(out, &p.comm, b"/,")?;
+            write!(out, "/{}/{}", p.polling_ns, p.tries)?;
+        }
+        out.write_char('\n')
     }
 }

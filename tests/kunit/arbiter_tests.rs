@@ -1176,4 +1176,143 @@ mod tests {
         }
         Ok(())
     }
+
+    // ---- pollers: runs of failed tries, for the views ------------------
+
+    /// `(pollers, tries of the first shown)` of lock `index` among `owners`.
+    fn polled(a: &Arbiter, index: usize, owners: &[Owner]) -> (u32, u64) {
+        let (count, shown) = match a.pollers(index, owners, 4) {
+            Ok(p) => p,
+            Err(_) => panic!("no memory for the pollers"),
+        };
+        (count, shown.first().map_or(0, |p| p.tries))
+    }
+
+    #[test]
+    fn a_lone_pollers_tries_are_counted_until_it_gets_the_lock() -> Result {
+        // x holds 50; p tries it three times with nobody queued: no poll
+        // place, no waiter, but a poller with three tries.
+        let a = new_arbiter()?;
+        let (x, p) = (owner(&a), owner(&a));
+        take(&a, &x, bit(50)).map_err(|_| EINVAL)?;
+        for _ in 0..3 {
+            assert!(matches!(
+                take(&a, &p, bit(50)),
+                Err(AcquireError::Busy { .. })
+            ));
+        }
+        assert!(a.state.lock().queue.is_empty());
+        assert_eq!(a.query(None, 50)?.waiters, 0);
+        let owners = [x.clone(), p.clone()];
+        assert_eq!(polled(&a, 50, &owners), (1, 3));
+        assert_eq!(polled(&a, 51, &owners), (0, 0));
+        let hp = a.holdings(&p)?;
+        assert_eq!(hp.polling.len(), 1);
+        assert_eq!((hp.polling[0].0, hp.polling[0].2), (50, 3));
+        assert!(hp.held.is_empty() && hp.waiting.is_empty());
+        assert!(a.holdings(&x)?.polling.is_empty());
+        // Its try gets the freed lock: it polls no more.
+        a.release(&x, bit(50))?;
+        assert!(take(&a, &p, bit(50)).is_ok());
+        assert_eq!(polled(&a, 50, &owners), (0, 0));
+        assert!(a.holdings(&p)?.polling.is_empty());
+        for o in [&x, &p] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_of_tries_ends_with_its_lease_or_the_close() -> Result {
+        let a = new_arbiter()?;
+        let (x, p) = (owner(&a), owner(&a));
+        take(&a, &x, bit(52)).map_err(|_| EINVAL)?;
+        assert!(take(&a, &p, bit(52)).is_err());
+        assert!(take(&a, &p, bit(52)).is_err());
+        let owners = [p.clone()];
+        assert_eq!(polled(&a, 52, &owners), (1, 2));
+        // Its lease ends (as if its time had come): not shown, and the
+        // next try starts a new run.
+        {
+            let mut state = a.state.lock();
+            let polling = &mut p.record.counts.access_mut(&mut state).polling;
+            for entry in polling.iter_mut().filter(|e| e.mask != 0) {
+                entry.until_ns = 0;
+            }
+        }
+        assert_eq!(polled(&a, 52, &owners), (0, 0));
+        assert!(a.holdings(&p)?.polling.is_empty());
+        assert!(take(&a, &p, bit(52)).is_err());
+        assert_eq!(polled(&a, 52, &owners), (1, 1));
+        // The close ends it.
+        a.release_all(&p);
+        assert_eq!(polled(&a, 52, &owners), (0, 0));
+        a.release_all(&x);
+        Ok(())
+    }
+
+    #[test]
+    fn a_file_remembers_a_bounded_number_of_polled_sets() -> Result {
+        // p polls more sets than it has entries: those tried last stay.
+        let a = new_arbiter()?;
+        let (x, p) = (owner(&a), owner(&a));
+        let sets = POLLED_SETS + 2;
+        let mut all: LockMask = 0;
+        for i in 0..sets {
+            all |= bit(i);
+        }
+        take(&a, &x, all).map_err(|_| EINVAL)?;
+        for i in 0..sets {
+            assert!(take(&a, &p, bit(i)).is_err());
+        }
+        let owners = [p.clone()];
+        for i in 0..sets {
+            let expected = if i < sets - POLLED_SETS { 0 } else { 1 };
+            assert_eq!(polled(&a, i, &owners).0, expected);
+        }
+        assert_eq!(a.holdings(&p)?.polling.len(), POLLED_SETS);
+        // Another owner's poller of one lock does not end p's runs of
+        // others; a grant of one lock ends only the runs that want it.
+        a.release(&x, bit(sets - 1))?;
+        assert!(take(&a, &p, bit(sets - 1)).is_ok());
+        assert_eq!(polled(&a, sets - 1, &owners).0, 0);
+        assert_eq!(polled(&a, sets - 2, &owners).0, 1);
+        for o in [&x, &p] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn pollers_are_listed_longest_first_within_the_bound() -> Result {
+        let a = new_arbiter()?;
+        let (x, p, q, r) = (owner(&a), owner(&a), owner(&a), owner(&a));
+        take(&a, &x, bit(53)).map_err(|_| EINVAL)?;
+        for o in [&p, &q, &r] {
+            assert!(take(&a, o, bit(53)).is_err());
+        }
+        // q has polled longest, then r, then p.
+        {
+            let mut state = a.state.lock();
+            let now = monotonic_ns();
+            for (o, ago) in [(&q, 3_000), (&r, 2_000), (&p, 1_000)] {
+                let polling = &mut o.record.counts.access_mut(&mut state).polling;
+                for entry in polling.iter_mut().filter(|e| e.mask != 0) {
+                    entry.since_ns = now - ago * 1_000_000;
+                }
+            }
+        }
+        let owners = [p.clone(), q.clone(), r.clone(), x.clone()];
+        let (count, shown) = a.pollers(53, &owners, 2)?;
+        assert_eq!(count, 3);
+        assert_eq!(shown.len(), 2);
+        assert!(shown[0].polling_ns >= 3_000_000_000);
+        assert!((2_000_000_000..3_000_000_000).contains(&shown[1].polling_ns));
+        let (count, shown) = a.pollers(53, &owners, 0)?;
+        assert_eq!((count, shown.len()), (3, 0));
+        for o in [&x, &p, &q, &r] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
 }

@@ -46,6 +46,9 @@ pub struct FdInfo {
     pub held: Vec<(String, Duration)>,
     /// The locks its queued requests wait for, and for how long.
     pub waiting: Vec<(String, Duration)>,
+    /// The locks it polls (its failed tries go on): for how long, and
+    /// how many tries failed.
+    pub polling: Vec<(String, Duration, u64)>,
     /// Every `tt-` key with its value as written (units included).
     pub keys: BTreeMap<String, String>,
 }
@@ -99,6 +102,14 @@ impl FromStr for FdInfo {
             } else if let Some(lock) = key.strip_prefix("tt-lock-waiting-") {
                 info.waiting
                     .push((lock.to_string(), nanoseconds(value).ok_or_else(bad)?));
+            } else if let Some(lock) = key.strip_prefix("tt-lock-polling-") {
+                info.polling
+                    .push((lock.to_string(), nanoseconds(value).ok_or_else(bad)?, 0));
+            } else if let Some(lock) = key.strip_prefix("tt-lock-poll-tries-") {
+                let tries = value.parse().map_err(|_| bad())?;
+                // After its lock's polling line.
+                let entry = info.polling.iter_mut().find(|(l, _, _)| l == lock);
+                entry.ok_or_else(bad)?.2 = tries;
             }
             if info.keys.insert(key.into(), value.into()).is_some() {
                 return Err(ParseError(format!("fdinfo key {key} appears twice")));
@@ -201,6 +212,7 @@ mod tests {
         tt-client-id:\t12\ntt-exclusive:\t0\ntt-locks-held:\t2\n\
         tt-lock-held-ARC_MSG:\t2500000000 ns\ntt-lock-held-40:\t7 ns\n\
         tt-locks-waiting:\t1\ntt-lock-waiting-NON_MMIO:\t900 ns\n\
+        tt-locks-polling:\t1\ntt-lock-polling-ETH03:\t4000 ns\ntt-lock-poll-tries-ETH03:\t5\n\
         tt-tlb-windows:\t1\ntt-tlb-bytes:\t2097152\ntt-power-flags:\t0x7ffe\n\
         tt-smc-msg:\tsent\ntt-smc-msg-type:\t0x90\ntt-smc-msg-age:\t5 ns\n";
 
@@ -219,6 +231,11 @@ mod tests {
             f.waiting,
             vec![("NON_MMIO".into(), Duration::from_nanos(900))]
         );
+        assert_eq!(
+            f.polling,
+            vec![("ETH03".into(), Duration::from_nanos(4000), 5)]
+        );
+        assert_eq!(f.number("tt-locks-polling"), Some(1));
         assert_eq!(f.number("tt-tlb-bytes"), Some(2 << 20));
         assert_eq!(f.number("tt-power-flags"), Some(0x7ffe));
         assert_eq!(f.get("tt-pdev"), Some("0000:01:00.0"));
@@ -234,5 +251,16 @@ mod tests {
         assert!(twice.parse::<FdInfo>().is_err());
         let no_id = TEXT.replace("tt-client-id:\t12\n", "");
         assert!(no_id.parse::<FdInfo>().is_err());
+        // Tries of a lock it does not poll, or not a number.
+        let orphan = TEXT.replace("tt-lock-poll-tries-ETH03", "tt-lock-poll-tries-ETH04");
+        assert!(orphan.parse::<FdInfo>().is_err());
+        let bad_tries = TEXT.replace("ETH03:\t5", "ETH03:\tfive");
+        assert!(bad_tries.parse::<FdInfo>().is_err());
+        // A module without pollers' lines: none.
+        let old = TEXT.replace(
+            "tt-locks-polling:\t1\ntt-lock-polling-ETH03:\t4000 ns\ntt-lock-poll-tries-ETH03:\t5\n",
+            "",
+        );
+        assert!(old.parse::<FdInfo>().unwrap().polling.is_empty());
     }
 }

@@ -82,6 +82,54 @@ pub struct LockLine {
     /// mutex's or futex's deferred wake-up that reaches a task after it
     /// went to sleep in the driver, are not counted.
     pub spurious_wakeups: u64,
+    /// Open files polling it: their failed tries (`LOCK_CTL` ACQUIRE, a
+    /// non-blocking ACQUIRE) go on, each within the poll lease of the
+    /// last. Not waiters: a poller sleeps in its own process, between
+    /// tries. 0 from a module that does not show them.
+    pub pollers: u32,
+    /// Those that have polled longest (at most 32), longest first.
+    pub polled_by: Vec<Poller>,
+}
+
+/// A file polling a lock, as a lock line's `polled_by` shows it
+/// (`PID/COMM/NS/TRIES`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Poller {
+    /// The process that tried last, in the reader's pid namespace; 0 if
+    /// not visible, or exited.
+    pub pid: u32,
+    /// Its comm when it tried (`?` for bytes that are not printable, are
+    /// spaces, `/` or `,`).
+    pub comm: String,
+    /// Nanoseconds since the first failed try of its run.
+    pub polling_ns: u64,
+    /// Failed tries in the run.
+    pub tries: u64,
+}
+
+impl Poller {
+    /// How long it has been polling.
+    pub fn polling_for(&self) -> Duration {
+        Duration::from_nanos(self.polling_ns)
+    }
+}
+
+impl FromStr for Poller {
+    type Err = ParseError;
+
+    fn from_str(item: &str) -> Result<Self, ParseError> {
+        let err = || ParseError(format!("poller {item:?} is not PID/COMM/NS/TRIES"));
+        let parts: Vec<&str> = item.split('/').collect();
+        let [pid, comm, ns, tries] = parts[..] else {
+            return Err(err());
+        };
+        Ok(Poller {
+            pid: pid.parse().map_err(|_| err())?,
+            comm: comm.to_string(),
+            polling_ns: ns.parse().map_err(|_| err())?,
+            tries: tries.parse().map_err(|_| err())?,
+        })
+    }
 }
 
 /// A line of a view that does not have the documented format.
@@ -124,16 +172,36 @@ impl FromStr for LockLine {
     type Err = ParseError;
 
     /// Parses one line: fields split on whitespace, each on its first `=`.
-    /// Every documented field must be present exactly once; unknown fields
+    /// Every documented field must be present exactly once, but `pollers`
+    /// and `polled_by`, which older modules do not write; unknown fields
     /// (appended by a later kernel) are ignored.
     fn from_str(line: &str) -> Result<Self, ParseError> {
         let err = |what: String| ParseError(format!("lock line {:?}: {what}", line.trim_end()));
         let mut seen = [false; FIELDS.len()];
+        let mut seen_polls = [false; 2];
         let mut l = LockLine::default();
         for field in line.split_whitespace() {
             let Some((key, value)) = field.split_once('=') else {
                 return Err(err(format!("field {field:?} has no '='")));
             };
+            if let Some(k) = ["pollers", "polled_by"].iter().position(|f| *f == key) {
+                if std::mem::replace(&mut seen_polls[k], true) {
+                    return Err(err(format!("field {key} appears twice")));
+                }
+                if k == 0 {
+                    l.pollers = value
+                        .parse()
+                        .map_err(|_| err(format!("{key}={value:?} is not a number")))?;
+                } else {
+                    l.polled_by = value
+                        .split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(str::parse)
+                        .collect::<Result<_, ParseError>>()
+                        .map_err(|e| err(e.0))?;
+                }
+                continue;
+            }
             let Some(k) = FIELDS.iter().position(|f| *f == key) else {
                 continue;
             };
@@ -178,6 +246,13 @@ impl FromStr for LockLine {
         if l.name.is_empty() {
             return Err(err("empty name".into()));
         }
+        if l.polled_by.len() > l.pollers as usize {
+            return Err(err(format!(
+                "{} pollers listed, {} counted",
+                l.polled_by.len(),
+                l.pollers
+            )));
+        }
         Ok(l)
     }
 }
@@ -188,9 +263,9 @@ impl LockLine {
         Duration::from_nanos(self.held_ns)
     }
 
-    /// Held, or wanted by a queued request: worth showing.
+    /// Held, wanted by a queued request or polled: worth showing.
     pub fn is_busy(&self) -> bool {
-        self.held || self.waiters > 0
+        self.held || self.waiters > 0 || self.pollers > 0
     }
 }
 
@@ -494,6 +569,8 @@ mod tests {
                 wait_max_ns: 500,
                 hold_max_ns: 7000,
                 spurious_wakeups: 0,
+                pollers: 0,
+                polled_by: vec![],
             }
         );
         assert!(l.is_busy());
@@ -512,6 +589,45 @@ mod tests {
             .unwrap();
         assert_eq!(more, l);
 
+        // Pollers: absent (an older module) is none; listed longest first.
+        assert_eq!((l.pollers, l.polled_by.len()), (0, 0));
+        let none: LockLine = format!("{} pollers=0 polled_by=", HELD.trim())
+            .parse()
+            .unwrap();
+        assert_eq!(none, l);
+        let polled: LockLine = format!(
+            "{} pollers=3 polled_by=77/umd?worker/1500000000/1501,0/x/9/1 later=1",
+            HELD.trim()
+        )
+        .parse()
+        .unwrap();
+        assert_eq!(polled.pollers, 3);
+        assert_eq!(
+            polled.polled_by,
+            vec![
+                Poller {
+                    pid: 77,
+                    comm: "umd?worker".into(),
+                    polling_ns: 1_500_000_000,
+                    tries: 1501
+                },
+                Poller {
+                    pid: 0,
+                    comm: "x".into(),
+                    polling_ns: 9,
+                    tries: 1
+                }
+            ]
+        );
+        assert_eq!(
+            polled.polled_by[0].polling_for(),
+            Duration::from_millis(1500)
+        );
+        let free_polled: LockLine = format!("{} pollers=1 polled_by=5/p/1/1", FREE.trim())
+            .parse()
+            .unwrap();
+        assert!(free_polled.is_busy() && !free_polled.held);
+
         for bad in [
             "",
             "gone",
@@ -521,6 +637,13 @@ mod tests {
             &HELD.replace("name=ARC_MSG", "name="),
             &format!("{} pid=4", HELD.trim()),
             &HELD.replace("pid=123", "pid=99999999999"),
+            &format!("{} pollers=x polled_by=", HELD.trim()),
+            &format!("{} pollers=1 polled_by=5/p/1", HELD.trim()),
+            &format!("{} pollers=1 polled_by=5/p/q/1", HELD.trim()),
+            &format!("{} pollers=1 polled_by=5/a/b/1/1", HELD.trim()),
+            &format!("{} pollers=1 polled_by=5/p/1/1,6/p/1/1", HELD.trim()),
+            &format!("{} pollers=1 pollers=1 polled_by=", HELD.trim()),
+            &format!("{} pollers=0 polled_by= polled_by=", HELD.trim()),
         ] {
             let e = bad.parse::<LockLine>().unwrap_err();
             assert!(e.to_string().starts_with("lock line"), "{bad:?}: {e}");

@@ -351,6 +351,23 @@ fn lock_metrics(e: &mut Exposition, dir: &Path, card: u32, readable: &mut Readab
             l.waiters.into(),
         );
         e.gauge(
+            "tenstorrent_lock_pollers",
+            "Open files polling the lock: their failed tries go on (not counted as waiters).",
+            labels(),
+            l.pollers.into(),
+        );
+        for p in &l.polled_by {
+            let mut with_poller = labels();
+            with_poller.push(("pid", p.pid.to_string()));
+            with_poller.push(("comm", p.comm.clone()));
+            e.gauge(
+                "tenstorrent_lock_poller_seconds",
+                "How long a file has been polling the lock (its first failed try of the run), by the pid in the reader's pid namespace (0: not visible) and comm of its last try; the 32 longest per lock.",
+                with_poller,
+                secs(p.polling_ns),
+            );
+        }
+        e.gauge(
             "tenstorrent_lock_owner_died_pending",
             "The lock's last holder's file closed holding it and nobody acquired it since.",
             labels(),
@@ -606,7 +623,7 @@ mod tests {
         for card in 0..2 {
             for i in 0..64 {
                 let line = match (card, i) {
-                    (0, 16) => "name=ARC_MSG held=1 pid=4242 comm=umd\"job\"\\1 held_ns=2500000000 waiters=1 owner_died_pending=0 acquisitions=7 contended=3 owner_died=1 wait_total_ns=1500000000 wait_max_ns=900000000 hold_max_ns=4000000000 spurious_wakeups=0\n".to_string(),
+                    (0, 16) => "name=ARC_MSG held=1 pid=4242 comm=umd\"job\"\\1 held_ns=2500000000 waiters=1 owner_died_pending=0 acquisitions=7 contended=3 owner_died=1 wait_total_ns=1500000000 wait_max_ns=900000000 hold_max_ns=4000000000 spurious_wakeups=0 pollers=1 polled_by=77/umd-poll/1500000000/1500\n".to_string(),
                     _ => format!("name={} held=0 pid=0 comm= held_ns=0 waiters=0 owner_died_pending=0 acquisitions=0 contended=0 owner_died=0 wait_total_ns=0 wait_max_ns=0 hold_max_ns=0 spurious_wakeups=0\n", tt_arbiter::sysfs::lock_label(i)),
                 };
                 w(
@@ -788,6 +805,26 @@ mod tests {
         );
         assert_eq!(v("tenstorrent_lock_held_seconds", &arc), Some(2.5));
         assert_eq!(v("tenstorrent_lock_waiters", &arc), Some(1.0));
+        assert_eq!(v("tenstorrent_lock_pollers", &arc), Some(1.0));
+        assert_eq!(
+            v(
+                "tenstorrent_lock_poller_seconds",
+                &[
+                    ("card", "0"),
+                    ("lock", "ARC_MSG"),
+                    ("pid", "77"),
+                    ("comm", "umd-poll")
+                ]
+            ),
+            Some(1.5)
+        );
+        assert_eq!(
+            v(
+                "tenstorrent_lock_pollers",
+                &[("card", "0"), ("lock", "NON_MMIO")]
+            ),
+            Some(0.0)
+        );
         assert_eq!(v("tenstorrent_lock_acquisitions_total", &arc), Some(7.0));
         assert_eq!(v("tenstorrent_lock_owner_died_total", &arc), Some(1.0));
         assert_eq!(v("tenstorrent_lock_wait_seconds_total", &arc), Some(1.5));

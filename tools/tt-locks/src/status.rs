@@ -101,6 +101,7 @@ pub fn render(cards: &[u32]) -> String {
         match sysfs::read_locks(card) {
             Ok(locks) => {
                 out += &render_card(card, bdf.as_deref(), open_files, &locks);
+                out += &render_polling(&locks);
                 let waiters = locks.iter().any(|l| l.waiters > 0);
                 let rows = waiting_of(card, &scan.files, |pid| {
                     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"));
@@ -140,11 +141,15 @@ pub fn render_card(
         .collect();
     let held = busy.iter().filter(|(_, l)| l.held).count();
     let waited = busy.iter().filter(|(_, l)| l.waiters > 0).count();
+    let polled = busy.iter().filter(|(_, l)| l.pollers > 0).count();
     out += ": ";
     if held == 0 && waited == 0 {
         out += "no locks held";
     } else {
         let _ = write!(out, "{held} held, {waited} with waiters");
+    }
+    if polled > 0 {
+        let _ = write!(out, ", {polled} polled");
     }
     if let Some(n) = open_files {
         let _ = write!(out, ", {n} open file{}", if n == 1 { "" } else { "s" });
@@ -165,7 +170,7 @@ pub fn render_card(
     if busy.is_empty() {
         return out;
     }
-    let rows: Vec<[String; 7]> = busy
+    let rows: Vec<[String; 8]> = busy
         .iter()
         .map(|(i, l)| {
             [
@@ -184,6 +189,7 @@ pub fn render_card(
                 },
                 l.waiters.to_string(),
                 l.owner_died.to_string(),
+                l.pollers.to_string(),
             ]
         })
         .collect();
@@ -195,10 +201,41 @@ pub fn render_card(
         "HELD-FOR",
         "WAITERS",
         "OWNER-DIED",
+        "POLLERS",
     ];
     out += &table(&header, &rows);
     if rows.iter().any(|r| r[2] == "?") {
         out += "  (? = holder not visible in this pid namespace, or exited)\n";
+    }
+    out
+}
+
+/// The pollers' table under a card's locks, from the lock lines: who
+/// polls which lock (failed tries that go on: UMD's `lock()` on `LOCK_CTL`),
+/// for how long and with how many tries, the longest first, as sysfs
+/// lists them; a note for those a lock line counts but does not list.
+/// Nothing when nobody polls.
+pub fn render_polling(locks: &[LockLine]) -> String {
+    let mut out = String::new();
+    let mut rows = Vec::new();
+    let mut unlisted = 0;
+    for l in locks {
+        unlisted += (l.pollers as usize).saturating_sub(l.polled_by.len());
+        for p in &l.polled_by {
+            rows.push([
+                l.name.clone(),
+                pid_cell(p.pid),
+                p.comm.clone(),
+                format_duration(p.polling_for()),
+                p.tries.to_string(),
+            ]);
+        }
+    }
+    if !rows.is_empty() {
+        out += &table(&["POLLING", "PID", "COMM", "FOR", "TRIES"], &rows);
+    }
+    if unlisted > 0 {
+        let _ = writeln!(out, "  ({unlisted} more pollers not listed)");
     }
     out
 }
@@ -312,6 +349,7 @@ fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tt_arbiter::sysfs::Poller;
 
     fn line(name: &str, held: bool, pid: u32, comm: &str, waiters: u32) -> LockLine {
         LockLine {
@@ -355,13 +393,52 @@ mod tests {
         let text = render_card(0, Some("0000:00:04.0"), Some(1), &locks);
         let expected = "\
 /dev/tenstorrent/0 (0000:00:04.0): 2 held, 2 with waiters, 1 open file
-  LOCK NAME     HOLDER(pid) COMM     HELD-FOR WAITERS OWNER-DIED
-  16   ARC_MSG  123         python3  1.5s     2       2
-  18   NON_MMIO -           -        -        1       2
-  40   40       ?           outsider 1.5s     0       2
+  LOCK NAME     HOLDER(pid) COMM     HELD-FOR WAITERS OWNER-DIED POLLERS
+  16   ARC_MSG  123         python3  1.5s     2       2          0
+  18   NON_MMIO -           -        -        1       2          0
+  40   40       ?           outsider 1.5s     0       2          0
   (? = holder not visible in this pid namespace, or exited)
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn polled_locks_and_pollers_table() {
+        let poller = |pid, comm: &str, ms: u64, tries| Poller {
+            pid,
+            comm: comm.into(),
+            polling_ns: ms * 1_000_000,
+            tries,
+        };
+        let mut locks: Vec<LockLine> = (0..64)
+            .map(|i| line(&i.to_string(), false, 0, "", 0))
+            .collect();
+        assert_eq!(render_polling(&locks), "");
+        // ARC_MSG held by 123, polled by 77 alone (nobody queued); 45
+        // free but polled by two, one not visible, and one more not listed.
+        locks[16] = line("ARC_MSG", true, 123, "holder", 0);
+        locks[16].pollers = 1;
+        locks[16].polled_by = vec![poller(77, "umd-job", 2500, 2400)];
+        locks[45].pollers = 3;
+        locks[45].polled_by = vec![poller(0, "gone", 40, 3), poller(78, "p", 1, 1)];
+        let text = render_card(0, None, Some(3), &locks);
+        let expected = "\
+/dev/tenstorrent/0: 1 held, 0 with waiters, 2 polled, 3 open files
+  LOCK NAME    HOLDER(pid) COMM   HELD-FOR WAITERS OWNER-DIED POLLERS
+  16   ARC_MSG 123         holder 1.5s     0       2          1
+  45   45      -           -      -        0       2          3
+";
+        assert_eq!(text, expected);
+        let expected = [
+            "  POLLING PID COMM    FOR  TRIES",
+            "  ARC_MSG 77  umd-job 2.5s 2400",
+            "  45      ?   gone    40ms 3",
+            "  45      78  p       1ms  1",
+            "  (1 more pollers not listed)",
+            "",
+        ]
+        .join("\n");
+        assert_eq!(render_polling(&locks), expected);
     }
 
     #[test]

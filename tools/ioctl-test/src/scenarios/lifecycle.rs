@@ -299,3 +299,192 @@ pub fn unbind_with_exported_window() -> TestResult {
     ensure!(line.contains("free=10 "), "tlb/2M after the rebind: {line}");
     Ok(())
 }
+
+/// Whether `e` is what a view that vanished with its card answers: the
+/// file gone from its directory, or removed while it was open.
+fn vanished(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENODEV)
+}
+
+/// One pass over the views a hostile opener can read while files of card
+/// 0 come and go: every card fdinfo of this process, card 0's and card 1's
+/// lock lines (the polled lock's with its pollers) and card 0's pids.
+/// What is read must parse; a view may only be gone.
+fn read_views(i: u32) -> TestResult {
+    let fds = fs::read_dir("/proc/self/fd").map_err(|e| format!("/proc/self/fd: {e}"))?;
+    for entry in fds.flatten() {
+        let path = format!("/proc/self/fdinfo/{}", entry.file_name().to_string_lossy());
+        match fs::read_to_string(&path) {
+            Ok(text) if text.contains("tt-driver:\ttenstorrent") => {
+                text.parse::<tt_arbiter::fdinfo::FdInfo>()
+                    .map_err(|e| format!("{path}: {e}:\n{text}"))?;
+            }
+            Ok(_) => {}
+            Err(e) if vanished(&e) => {}
+            Err(e) => return Err(format!("{path}: {e}")),
+        }
+    }
+    for card in [0, 1] {
+        for index in [i, 16] {
+            let path = format!("/sys/class/tenstorrent/tenstorrent!{card}/locks/{index:02}");
+            match fs::read_to_string(&path) {
+                Ok(text) if text == "gone\n" => {}
+                Ok(text) => {
+                    text.parse::<tt_arbiter::sysfs::LockLine>()
+                        .map_err(|e| format!("{path}: {e}"))?;
+                }
+                Err(e) if vanished(&e) => {}
+                Err(e) => return Err(format!("{path}: {e}")),
+            }
+        }
+    }
+    match fs::read_to_string("/proc/driver/tenstorrent/0/pids") {
+        Ok(text) => tt_arbiter::sysfs::parse_pids(&text)
+            .map(drop)
+            .map_err(|e| format!("pids of card 0: {e}")),
+        Err(e) if vanished(&e) => Ok(()),
+        Err(e) => Err(format!("/proc/driver/tenstorrent/0/pids: {e}")),
+    }
+}
+
+/// One round of a churner: two files of card 0, the first takes lock `i`,
+/// the second polls it (failed tries), then both close. Refusals of a card
+/// being unbound are expected; anything else is a failure.
+fn churn_round(i: u32) -> TestResult {
+    let opened = |what: &str| match Device::open_index(0) {
+        Ok(d) => Ok(Some(d)),
+        Err(e) => {
+            let errno = e.raw_os_error();
+            if matches!(errno, Some(libc::ENOENT | libc::ENODEV | libc::ENXIO)) {
+                Ok(None)
+            } else {
+                Err(format!("{what}: open of card 0: {errno:?}"))
+            }
+        }
+    };
+    let ioctl_ok = |r: io::Result<u8>, what: &str| match r {
+        Ok(_) => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => Ok(()),
+        Err(e) => Err(format!("{what}: {e}")),
+    };
+    let Some(holder) = opened("holder")? else {
+        return Ok(());
+    };
+    let Some(poller) = opened("poller")? else {
+        return Ok(());
+    };
+    ioctl_ok(
+        lock_ctl(&holder, i as u8, abi::LOCK_CTL_ACQUIRE),
+        "holder's try",
+    )?;
+    for _ in 0..3 {
+        ioctl_ok(
+            lock_ctl(&poller, i as u8, abi::LOCK_CTL_ACQUIRE),
+            "poller's try",
+        )?;
+    }
+    drop(holder);
+    ioctl_ok(
+        lock_ctl(&poller, i as u8, abi::LOCK_CTL_ACQUIRE),
+        "try after close",
+    )?;
+    drop(poller);
+    Ok(())
+}
+
+/// A hostile opener against the views: one thread reads this process's
+/// fdinfo of every card file and the lock views (the polled lock's
+/// pollers included) in a loop, while two threads open, lock, poll and
+/// close files of card 0, and card 0 is unbound and bound again three
+/// times under them. Every view read is whole and parses or is gone, no
+/// command fails but with the unbound card's ENODEV, and afterwards the
+/// card is fresh with nobody shown polling; the debug kernel's console
+/// stays clean (KASAN, lockdep, kmemleak: tools/vm/scan-console). Found
+/// nothing on this driver; seen failing (34 kmemleak reports) on a mutant
+/// whose lock view leaked the file references it takes from the openers'
+/// list.
+pub fn views_while_files_churn_and_unbind() -> TestResult {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+    let bdf0 = bdf(0)?;
+    let i = 5u32;
+    let stop = AtomicBool::new(false);
+    // Rounds done by the reader and the two churners.
+    let progress = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+    // Until each thread has done `more` rounds past what it had done.
+    let wait_progress = |more: u64| -> TestResult {
+        let at: Vec<u64> = progress.iter().map(|p| p.load(SeqCst)).collect();
+        let start = std::time::Instant::now();
+        while progress
+            .iter()
+            .zip(&at)
+            .any(|(p, &was)| p.load(SeqCst) < was + more)
+        {
+            ensure!(
+                !stop.load(SeqCst),
+                "a reader or churner stopped early (see its error)"
+            );
+            ensure!(
+                start.elapsed() < PATIENCE,
+                "no progress of the readers and churners in {PATIENCE:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Ok(())
+    };
+    let (reader, churners, unbinds) = std::thread::scope(|s| {
+        let spawn_loop = |k: usize, round: fn(u32) -> TestResult| {
+            let (stop, progress) = (&stop, &progress);
+            s.spawn(move || -> TestResult {
+                while !stop.load(SeqCst) {
+                    if let Err(e) = round(i) {
+                        stop.store(true, SeqCst);
+                        return Err(e);
+                    }
+                    progress[k].fetch_add(1, SeqCst);
+                }
+                Ok(())
+            })
+        };
+        let reader = spawn_loop(0, read_views);
+        let churners = [spawn_loop(1, churn_round), spawn_loop(2, churn_round)];
+        let unbinds = (|| -> TestResult {
+            for _ in 0..3 {
+                wait_progress(3)?;
+                let unbound = Unbound::new(&bdf0)?;
+                wait_path(&node(0), false)?;
+                wait_progress(3)?;
+                unbound.rebind()?;
+                wait_path(&node(0), true)?;
+            }
+            wait_progress(3)
+        })();
+        stop.store(true, SeqCst);
+        let join = |h: std::thread::ScopedJoinHandle<'_, TestResult>| {
+            h.join().unwrap_or_else(|p| Err(panic_message(&p)))
+        };
+        let [c1, c2] = churners;
+        (join(reader), [join(c1), join(c2)], unbinds)
+    });
+    reader.map_err(|e| format!("reader: {e}"))?;
+    for (k, c) in churners.into_iter().enumerate() {
+        c.map_err(|e| format!("churner {k}: {e}"))?;
+    }
+    unbinds?;
+    println!(
+        "# figure view_reads={} churn_rounds={}",
+        progress[0].load(SeqCst),
+        progress[1].load(SeqCst) + progress[2].load(SeqCst)
+    );
+    // Every file closed: the card works, lock i is free and polled by
+    // nobody.
+    let dev = open(0)?;
+    ensure_free(&dev, i)?;
+    let l = tt_arbiter::sysfs::read_lock(0, i).map_err(|e| format!("lock {i}: {e}"))?;
+    ensure!(
+        !l.held && l.waiters == 0 && l.pollers == 0 && l.polled_by.is_empty(),
+        "lock {i} after the churn: {l:?}"
+    );
+    ctx(dev.acquire(i, Wait::Try), "ACQUIRE after the churn")?;
+    ctx(dev.release(bit(i)), "RELEASE after the churn")?;
+    Ok(())
+}

@@ -116,6 +116,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "view/tt_locks_cli" => view::tt_locks_cli, 120;
     "view/tt_locks_metrics" => view::tt_locks_metrics, 120;
     "view/fdinfo_holdings_key_by_key" => view::fdinfo_holdings_key_by_key;
+    "view/lone_poller_shown" => view::lone_poller_shown, 120;
     "reliability/corpus_replay" => reliability::corpus_replay, 120;
     "reliability/fuzz_ioctls" => reliability::fuzz_ioctls, 900;
     "reliability/fuzz_mmaps" => reliability::fuzz_mmaps, 900;
@@ -186,5 +187,6 @@ pub const ALL: &[Scenario] = scenarios! {
     "lifecycle/unbind_with_powerdown_pending" => lifecycle::unbind_with_powerdown_pending;
     "lifecycle/unbind_with_exported_window" => lifecycle::unbind_with_exported_window;
     "lifecycle/unbind_wakes_waiters" => lifecycle::unbind_wakes_waiters;
+    "lifecycle/views_while_files_churn_and_unbind" => lifecycle::views_while_files_churn_and_unbind, 300;
     "lifecycle/tlb_layout_blackhole" => tlb::layout_blackhole;
 };

@@ -1381,3 +1381,241 @@ pub fn fdinfo_holdings_key_by_key() -> TestResult {
     )?;
     Ok(())
 }
+
+/// Lock `index` of card 0 in sysfs, once its pollers are `n`.
+fn wait_pollers(index: u32, n: u32) -> Result<LockLine, String> {
+    let start = Instant::now();
+    loop {
+        let l = sys(0, index)?;
+        if l.pollers == n {
+            return Ok(l);
+        }
+        ensure!(
+            start.elapsed() < PATIENCE,
+            "lock {index} of card 0: {} pollers after {PATIENCE:?}, expected {n}: {l:?}",
+            l.pollers
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The fdinfo of process `pid`'s file of card 0 (found by a scan).
+fn fdinfo_of(pid: i32) -> Result<FdInfo, String> {
+    let scan = tt_arbiter::fdinfo::scan().map_err(|e| format!("fdinfo scan: {e}"))?;
+    let mut files = scan
+        .files
+        .into_iter()
+        .filter(|f| f.pid == pid as u32 && f.card == 0);
+    let f = files
+        .next()
+        .ok_or_else(|| format!("no file of card 0 in /proc/{pid}/fdinfo"))?;
+    ensure!(files.next().is_none(), "pid {pid} has two files of card 0");
+    Ok(f)
+}
+
+/// A process that polls a held lock with LOCK_CTL tries, nobody else
+/// queued (UMD's `lock()`, which leaves no poll place then), is shown:
+/// the lock's sysfs line counts it in `pollers` and names it in
+/// `polled_by` (pid, comm, how long, its failed tries), its file's fdinfo
+/// says what it polls, `tt-locks status` (root and nobody) lists it under
+/// the card and `tt-locks metrics` has its series; a second poller, a
+/// thread of this process, shows in its own fdinfo and goes with its
+/// file's close. The poller disappears once it stops trying for a lease,
+/// a try after that starts a new run, and it disappears at once when its
+/// try gets the lock. Seen failing on the driver before pollers were
+/// shown (no `pollers` field: 0 of 1 poller after PATIENCE), on a mutant
+/// whose grants did not end the run (still 1 poller once it held the
+/// lock) and on one whose views ignored the lease (a poller that stopped
+/// stayed shown).
+pub fn lone_poller_shown() -> TestResult {
+    use super::locks::Setting;
+    let i = 47u32;
+    let name = "47";
+    let a = open(0)?;
+    ensure_free(&a, i)?;
+    let lease = Setting::long_lease()?;
+    let mut h = worker("holder", 0)?;
+    ok(&mut h, "comm tt-holder")?;
+    ok(&mut h, &format!("acquire {i}"))?;
+    let mut p = worker("poller", 0)?;
+    ok(&mut p, "comm tt-poller")?;
+    let try_cmd = format!("ctl {i} {}", abi::LOCK_CTL_ACQUIRE);
+    let before = now_ns();
+    for _ in 0..3 {
+        let v = ok(&mut p, &try_cmd)?;
+        ensure_eq!(v[0], 0, "the poller's LOCK_CTL try of a held lock");
+    }
+    let l = sys(0, i)?;
+    let since = now_ns() - before;
+    ensure!(
+        l.held && l.pid == h.pid as u32 && l.waiters == 0,
+        "lock {i}: held by the holder, no waiter: {l:?}"
+    );
+    ensure!(
+        l.pollers == 1 && l.polled_by.len() == 1,
+        "lock {i}: one poller expected: {l:?}"
+    );
+    let seen = &l.polled_by[0];
+    ensure!(
+        seen.pid == p.pid as u32 && seen.comm == "tt-poller" && seen.tries == 3,
+        "lock {i}'s poller: expected pid {} (tt-poller) with 3 tries: {seen:?}",
+        p.pid
+    );
+    ensure!(
+        seen.polling_ns <= since,
+        "polling for {} ns, more than the {since} ns since before its first try",
+        seen.polling_ns
+    );
+    let again = sys(0, i)?;
+    ensure!(
+        again.polled_by.first().map(|q| q.polling_ns) > Some(seen.polling_ns),
+        "polling time does not grow: {l:?} then {again:?}"
+    );
+
+    // Its file's fdinfo; the holder's file polls nothing.
+    let f = fdinfo_of(p.pid)?;
+    expect_keys(
+        &f,
+        "the poller's file",
+        &[
+            ("tt-locks-held", "0"),
+            ("tt-locks-waiting", "0"),
+            ("tt-locks-polling", "1"),
+            (&format!("tt-lock-poll-tries-{name}"), "3"),
+        ],
+    )?;
+    ensure!(
+        f.polling.len() == 1 && f.polling[0].0 == name && f.polling[0].2 == 3,
+        "the poller's fdinfo polling: {:?}",
+        f.polling
+    );
+    let fh = fdinfo_of(h.pid)?;
+    expect_keys(&fh, "the holder's file", &[("tt-locks-polling", "0")])?;
+
+    // A thread of this process polls too, through its own file: both
+    // shown, longest first; its close ends its run.
+    let b = open(0)?;
+    let v = expect_ok(
+        std::thread::scope(|s| {
+            s.spawn(|| lock_ctl(&b, i as u8, abi::LOCK_CTL_ACQUIRE))
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("thread panicked")))
+        }),
+        "LOCK_CTL try from a thread",
+    )?;
+    ensure_eq!(v, 0, "the thread's LOCK_CTL try of a held lock");
+    let l2 = sys(0, i)?;
+    let pids: Vec<u32> = l2.polled_by.iter().map(|q| q.pid).collect();
+    ensure!(
+        l2.pollers == 2 && pids == [p.pid as u32, getpid()],
+        "two pollers, the first one first: {l2:?}"
+    );
+    let fb = fdinfo_fd(std::os::fd::AsRawFd::as_raw_fd(&b))?;
+    expect_keys(
+        &fb,
+        "this process's polling file",
+        &[
+            ("tt-locks-polling", "1"),
+            (&format!("tt-lock-poll-tries-{name}"), "1"),
+        ],
+    )?;
+    drop(b);
+    ensure_eq!(
+        sys(0, i)?.pollers,
+        1,
+        "pollers after the thread's file closed"
+    );
+
+    match tt_locks() {
+        Some(bin) => {
+            for uid in [None, Some(NOBODY)] {
+                let r = cli_expect(&bin, &["status", "0"], uid, 0)?;
+                let row = status_row(&r.out, name).ok_or_else(|| format!("no row {name}: {r}"))?;
+                ensure!(
+                    row.get(7).map(String::as_str) == Some("1"),
+                    "POLLERS of {name} (uid {uid:?}): {row:?} in {r}"
+                );
+                let poller_row = r.out.lines().any(|line| {
+                    let w: Vec<&str> = line.split_whitespace().collect();
+                    w.len() == 5
+                        && w[0] == name
+                        && w[1] == p.pid.to_string()
+                        && w[2] == "tt-poller"
+                        && w[4].parse::<u64>().is_ok_and(|t| t >= 3)
+                });
+                ensure!(
+                    poller_row,
+                    "no poller row for pid {} (uid {uid:?}): {r}",
+                    p.pid
+                );
+                let summary = summary_line(&r.out, 0).unwrap_or_default();
+                ensure!(summary.contains("1 polled"), "summary (uid {uid:?}): {r}");
+            }
+            let r = cli_expect(&bin, &["metrics"], None, 0)?;
+            let labels = [("card", "0"), ("lock", name)];
+            ensure_eq!(
+                metric(&r.out, "tenstorrent_lock_pollers", &labels),
+                Some(1.0),
+                "tenstorrent_lock_pollers: {r}"
+            );
+            let pid = p.pid.to_string();
+            let with = [
+                ("card", "0"),
+                ("lock", name),
+                ("pid", &pid),
+                ("comm", "tt-poller"),
+            ];
+            ensure!(
+                metric(&r.out, "tenstorrent_lock_poller_seconds", &with).is_some_and(|s| s > 0.0),
+                "tenstorrent_lock_poller_seconds of pid {pid}: {r}"
+            );
+        }
+        None => skip_cli("tt-locks status and metrics with a poller"),
+    }
+
+    // It stops trying: gone once its lease passes (a short lease, taken
+    // by its next try), and its next try starts a new run.
+    lease.change(1)?;
+    ensure_eq!(ok(&mut p, &try_cmd)?[0], 0, "try under the short lease");
+    wait_pollers(i, 0)?;
+    let f = fdinfo_of(p.pid)?;
+    expect_keys(
+        &f,
+        "the poller's file past its lease",
+        &[("tt-locks-polling", "0")],
+    )?;
+    lease.change(600_000)?;
+    ensure_eq!(ok(&mut p, &try_cmd)?[0], 0, "try after the lease");
+    let l = sys(0, i)?;
+    ensure!(
+        l.pollers == 1 && l.polled_by.first().map(|q| q.tries) == Some(1),
+        "a try after the lease starts a new run of 1: {l:?}"
+    );
+
+    // It gets the lock: shown as the holder, no longer as a poller.
+    ok(&mut h, &format!("release {:x}", bit(i)))?;
+    ensure_eq!(
+        ok(&mut p, &try_cmd)?[0],
+        1,
+        "the poller's try of the freed lock"
+    );
+    let l = sys(0, i)?;
+    ensure!(
+        l.held && l.pid == p.pid as u32 && l.pollers == 0 && l.polled_by.is_empty(),
+        "the poller holds the lock and polls no more: {l:?}"
+    );
+    let f = fdinfo_of(p.pid)?;
+    expect_keys(
+        &f,
+        "the poller's file holding the lock",
+        &[("tt-locks-polling", "0"), ("tt-locks-held", "1")],
+    )?;
+    ensure_eq!(
+        ok(&mut p, &format!("ctl {i} {}", abi::LOCK_CTL_RELEASE))?[0],
+        1,
+        "LOCK_CTL RELEASE"
+    );
+    finish(p)?;
+    finish(h)?;
+    ensure_free(&a, i)
+}
