@@ -16,9 +16,10 @@
 //! Waiters sit in one queue per card, in arrival order. Each waiter sleeps on
 //! its own condition variable: a release picks the waiters that can now be
 //! granted, makes them the holders under the card's mutex and, once the
-//! mutex is released, wakes exactly those ([`wait::Wakeups`]). A waiter
-//! therefore never wakes to find nothing, and waiters of
-//! other locks sleep on. `kernel::sync::CondVar` alone could not do this: it
+//! mutex is released, wakes exactly those ([`wait::Wakeups`]), or, under
+//! the hand-off bound (below), the one sleeper that may take a lock left
+//! free. A waiter therefore wakes for a grant or a chance at one, and
+//! waiters of other locks sleep on. `kernel::sync::CondVar` alone could not do this: it
 //! re-queues a waiter at the tail on every wake-up and `notify_one` wakes
 //! whoever is first in its own queue.
 //!
@@ -51,20 +52,23 @@
 //! policy never reads it.
 //!
 //! Bounded barging (the kernel mutex's answer to the same tension): a lock
-//! kept for a poller stands idle until the poller's next try, so while a
-//! poll place has waited less than the card's hand-off bound `B`
+//! handed to the next waiter stands idle until that waiter runs (a
+//! sleeper's wake-up and context switch) or tries again (a poller), while
+//! the releaser, already running, could have used it. So while a
+//! single-lock request has waited less than the card's hand-off bound `B`
 //! ([`State::handoff_ns`], the module parameter `handoff_us`, per card in
-//! debugfs) it reserves nothing: a release passes it over, and whoever runs
-//! next takes the free lock, the poller's own next try included
-//! ([`State::passable`]). Once it has waited `B`, it is served strictly in
-//! arrival order: releases keep the lock for it and nobody passes it. `B`
-//! = 0 is strict FIFO for everyone. Only poll places are passed: a sleeping
-//! waiter is always handed the lock by the release, because leaving the
-//! lock free for a barger would either leave it idle (nobody wakes the
-//! sleeper) or wake the sleeper for nothing when a barger wins (one
-//! wake-up per release, and a woken waiter always has its grant). Lock sets
-//! stay strict: a request for several locks never passes a poll place, and
-//! a poll place of a lock that a queued set wants is never passed.
+//! debugfs) it reserves nothing ([`State::passable`]): a release leaves the
+//! lock free and whoever runs first takes it, the releaser included. The
+//! first sleeper of the lock is woken by that release to be one of those
+//! who run ([`Waiter::candidate`]; one wake-up per release, as ever), and
+//! takes the lock if it is still free when it runs, or sleeps on, its
+//! place kept ([`State::take_if_free`]); a poller's next try takes it the
+//! same way. Once the oldest waiter of the lock has waited `B`, it is
+//! served strictly in arrival order: releases hand the lock to it (kept
+//! for a poller) and nobody passes it. `B` = 0 is strict FIFO for
+//! everyone. Lock sets stay strict: a request for several locks never
+//! passes anyone, and nobody passes a waiter of a lock that a queued set
+//! wants.
 //!
 //! Worst-case wait, among waiters that are neither stopped nor run a
 //! signal handler. Let `n` be the number of requests queued ahead of the
@@ -73,25 +77,26 @@
 //! holds it that long too), `D` the longest a granted lock waits for its
 //! grantee to take it (a sleeper's wake-up; for a poller its next try,
 //! never more than the lease `L` = [`POLL_LEASE_NS`]) and `p < L` the period
-//! of a poller's tries. Then a blocking waiter waits
-//! `W <= (n+1)(H+D)`: nobody passes it but holders whose release it awaits
-//! anyway, a lock is never left free while it waits, and each request ahead
-//! costs at most its hand-off and its hold. A poller waits
-//! `W <= B + (n+1)(H+D) + p`: passed by anyone until `B`, then by nobody
-//! but the requests ahead of it, after the holder of that moment; then the
-//! lock is kept for it until its next try.
+//! of a poller's tries. A waiter is passed by anyone until it has waited
+//! `B`, then by nobody but the requests ahead of it, after the holder of
+//! that moment (or, if the lock is free then, after it runs). So a
+//! blocking waiter waits `W <= B + (n+1)(H+D)`, and a poller
+//! `W <= B + (n+1)(H+D) + p`: the lock is then kept for it until its next
+//! try. With `B` = 0 a blocking waiter waits `W <= (n+1)(H+D)`.
 //!
 //! Invariant kept by every operation: no queued waiter could be granted,
-//! except poll places that were under the bound when their locks were
-//! freed (the locks were left free for whoever runs first). Locks only
+//! except waiters that were under the bound when their locks were freed
+//! (the locks were left free for whoever runs first, and the first
+//! sleeper among them was woken to be one of them). Locks only
 //! become available when they are released or when a waiter wanting them
 //! leaves the queue, and both cases run [`State::hand_off`] over exactly
 //! those locks. A waiter may also become able to pass earlier ones when its
 //! file gains a lock or when another holder queues; both run
 //! [`State::let_holders_pass`]. A poll place that passes the bound while
-//! its lock is free gets it at its next try; a request refused because of
-//! it (a waiter that queues, a set that makes it strict) keeps the lock
-//! for it at once, so that the sleeper behind it has a lease to watch.
+//! its lock is free gets it at its next try, a sleeper when it runs; a
+//! request refused because of it (a waiter that queues, a set that makes
+//! it strict) hands the lock to it at once (kept for a poller, so that
+//! the sleeper behind it has a lease to watch).
 
 use crate::fifo::Fifo;
 use crate::rust_ext::{
@@ -395,7 +400,10 @@ pub(crate) struct LockStats {
     /// Returns of a waiter from its sleep that found nothing to act on (no
     /// grant, signal or deadline, the card still there) after a wake-up
     /// sent to it or its timer fired early: a waiter woken for nothing.
-    /// A release wakes only the waiter it grants to, so this stays 0.
+    /// A release wakes only the waiter it grants to, or under the hand-off
+    /// bound the first sleeper of a lock it leaves free, which is not
+    /// counted when a caller that passed it took the lock first: it was
+    /// woken to try, and tried. So this stays 0.
     /// Wake-ups that were not sent to the waiter are not counted
     /// ([`Woken::Stray`]: a mutex's deferred wake-up meant for an earlier
     /// sleep of the same task).
@@ -510,6 +518,11 @@ struct Waiter {
     /// For a sleeping waiter that watches a lock kept for a poller: when
     /// that lease ends, by which it wakes to hand the lock on.
     watch: LockedBy<Option<i64>, State>,
+    /// For a sleeping waiter under the bound: a release left its locks
+    /// free and woke it to take them ([`State::hand_off`]); it does when
+    /// it runs, unless a caller that passed it took them first
+    /// ([`State::take_if_free`]).
+    candidate: LockedBy<bool, State>,
     /// Set by every wake-up sent to this waiter ([`Sleeper::wake`]), taken
     /// when it returns from a sleep: a return without it was not a
     /// wake-up sent to it ([`Woken::Stray`]). Not under the card's mutex:
@@ -830,6 +843,7 @@ impl Arbiter {
                 grant: LockedBy::new(&self.state, None),
                 lease: LockedBy::new(&self.state, None),
                 watch: LockedBy::new(&self.state, None),
+                candidate: LockedBy::new(&self.state, false),
                 rung: AtomicBool::new(false),
             }),
             GFP_KERNEL,
@@ -1140,14 +1154,16 @@ impl State {
     }
 
     /// Whether `waiter`, queued, may be passed by a request for its lock
-    /// that comes later: a poll place for a single lock that has waited
-    /// less than the bound, of a lock no queued set wants. Passing it
-    /// costs nobody a wake-up (nobody sleeps on it), and its poller is
-    /// served strictly once it has waited the bound.
+    /// that comes later: a request for a single lock (a poll place or a
+    /// sleeper) that has waited less than the bound, of a lock no queued
+    /// set wants. It is served strictly once it has waited the bound.
+    ///
+    /// Every waiter of a lock that no set wants asks for that lock alone,
+    /// and the queue is in the order of `queued_ns`: if the first of them
+    /// is passable, so are the others.
     fn passable(&self, waiter: &Waiter, now: i64) -> bool {
         self.handoff_ns > 0
             && waiter.mask.is_power_of_two()
-            && waiter.lease.access(self).is_some()
             && self.slots[waiter.mask.trailing_zeros() as usize].sets == 0
             && now - waiter.queued_ns < self.handoff_ns
     }
@@ -1155,26 +1171,20 @@ impl State {
     /// Whether a request for the single free lock `mask`, placed at
     /// `position` in the queue, may take it ahead of every waiter queued
     /// for it before that position: all of them are passable
-    /// ([`Self::passable`]). Cheap when only poll places want the lock,
-    /// the usual case: they are in arrival order, so the first is the
-    /// oldest, and if it is under the bound so are the others.
+    /// ([`Self::passable`]), which the first of them tells (they are in
+    /// arrival order, so the first is the oldest).
     fn may_barge(&self, mask: LockMask, position: usize, now: i64) -> bool {
         if self.handoff_ns == 0 || !mask.is_power_of_two() {
             return false;
         }
-        let slot = &self.slots[mask.trailing_zeros() as usize];
-        if slot.sets != 0 {
+        if self.slots[mask.trailing_zeros() as usize].sets != 0 {
             return false;
         }
-        let mut ahead = self
-            .queue
+        self.queue
             .iter()
             .take(position)
-            .filter(|w| w.mask & mask != 0);
-        if slot.waiters == slot.polls {
-            return ahead.next().is_none_or(|first| self.passable(first, now));
-        }
-        ahead.all(|w| self.passable(w, now))
+            .find(|w| w.mask & mask != 0)
+            .is_none_or(|first| self.passable(first, now))
     }
 
     /// Whether a request of `owner` for `mask`, placed at `position` in the
@@ -1336,8 +1346,11 @@ impl State {
             self.waiting_holders += 1;
             self.let_holders_pass();
         }
+        // Queued although a lock of it is free: a waiter ahead wants it
+        // that may not be passed, or no longer (it passed the bound since
+        // its lock was left free): it gets it now.
         let free = mask & !self.held;
-        if indices(free).any(|i| self.slots[i].polls > 0) {
+        if free != 0 {
             self.hand_off(free);
         }
         if !self.polls.is_empty() {
@@ -1419,11 +1432,12 @@ impl State {
     /// queued ahead of the rest. Waiters whose files hold locks may also
     /// pass earlier ones ([`Self::let_holders_pass`]).
     ///
-    /// A poll place under the bound is passed over ([`Self::passable`]):
-    /// it stays queued and blocks nobody, and its lock goes to the next
-    /// waiter, or stays free for whoever runs first. When only such places
-    /// want a lock, the scan stops for it at the first (the others are
-    /// younger), so a release costs the same with a thousand pollers.
+    /// A waiter under the bound is passed over ([`Self::passable`]): it
+    /// stays queued and blocks nobody. A poll place's lock goes to the next
+    /// waiter; the first sleeper under the bound is woken and its lock
+    /// stays free for whoever runs first, itself included. When only poll
+    /// places want a lock, the scan stops for it at the first (the others
+    /// are younger), so a release costs the same with a thousand pollers.
     fn hand_off(&mut self, freed: LockMask) {
         if self.gone {
             return;
@@ -1450,6 +1464,20 @@ impl State {
                 continue;
             }
             if self.passable(waiter, now) {
+                if waiter.lease.access(self).is_none() {
+                    // A sleeper under the bound: the lock stays free for
+                    // whoever runs first, and the sleeper is woken to be
+                    // one of them (its wake-up is this release's).
+                    if mask & left == 0 {
+                        left |= mask;
+                        let waiter = waiter.clone();
+                        if !core::mem::replace(waiter.candidate.access_mut(self), true) {
+                            self.wakeups.push(waiter);
+                        }
+                    }
+                    position += 1;
+                    continue;
+                }
                 let slot = &self.slots[mask.trailing_zeros() as usize];
                 if slot.waiters == slot.polls {
                     left |= mask;
@@ -1657,8 +1685,9 @@ impl State {
     /// A blocking call takes up `place` (taken out of its file's parked
     /// places): a poll place becomes an ordinary waiter, and locks kept
     /// for it become a grant, counted now. One that was passed over may
-    /// find its locks free: as a sleeper it is passed over no more, and
-    /// gets them unless a waiter ahead that it may not pass wants them.
+    /// find its locks free: it takes them before it sleeps
+    /// ([`Self::take_if_free`]) unless a waiter ahead that it may not pass
+    /// wants them, which then gets them.
     fn claim_place(&mut self, place: &Arc<Waiter>) {
         if place.lease.access_mut(self).take().is_none() {
             return;
@@ -1671,10 +1700,6 @@ impl State {
         } else {
             for i in indices(place.mask) {
                 self.slots[i].polls -= 1;
-            }
-            let free = place.mask & !self.held;
-            if free != 0 {
-                self.hand_off(free);
             }
         }
     }
@@ -1773,14 +1798,56 @@ impl State {
             *waiter.watch.access_mut(self) = None;
             self.expire_polls(now);
         }
+        // A release that left the lock free woke it to take it; a waiter
+        // that finds its locks free for any other reason takes them too.
+        let candidate = core::mem::take(waiter.candidate.access_mut(self));
+        self.take_if_free(waiter, now);
         // The sleep may have ended at the watch's time, not the deadline.
         let timed_out = woken == Some(Woken::Deadline) && wait.is_over(now);
         let settled = self.settle(waiter, woken == Some(Woken::Signal), timed_out);
+        // A candidate that finds its lock taken by a caller that passed it
+        // under the bound was woken to try, and tried.
         let sent = matches!(woken, Some(Woken::Notified | Woken::Early));
-        if settled.is_none() && sent && watch.is_none() {
+        if settled.is_none() && sent && watch.is_none() && !candidate {
             self.count_spurious(waiter);
         }
         settled
+    }
+
+    /// Grants the queued `waiter` its locks if they are free and nobody
+    /// ahead of it that it may not pass wants them: a sleeper under the
+    /// bound that a release woke with its lock left free
+    /// ([`Self::hand_off`]), or a restarted call whose place was passed
+    /// over meanwhile. Free locks that a waiter ahead may not be passed for
+    /// go to that waiter instead.
+    fn take_if_free(&mut self, waiter: &Waiter, now: i64) {
+        if self.gone
+            || self.fence.is_stale(waiter.owner.id)
+            || waiter.grant.access(self).is_some()
+            || waiter.mask & self.held != 0
+        {
+            return;
+        }
+        let Some(position) = self.queue.iter().position(|w| core::ptr::eq(&**w, waiter)) else {
+            return;
+        };
+        let first = self
+            .queue
+            .iter()
+            .take(position)
+            .all(|w| w.mask & waiter.mask == 0);
+        if !first && !self.may_barge(waiter.mask, position, now) {
+            self.hand_off(waiter.mask);
+            return;
+        }
+        let Some(waiter) = self.forget_waiter_at(position) else {
+            return;
+        };
+        let owner_died = self.grant(&waiter.owner, waiter.mask, waiter.who.clone(), now);
+        *waiter.grant.access_mut(self) = Some(Grant { owner_died });
+        // Its file holds more now: its other queued requests, and those of
+        // files waiting on it, may pass more.
+        self.let_holders_pass();
     }
 
     /// Decides whether a queued waiter is done (see [`wait::settle`]).

@@ -150,8 +150,8 @@ module! {
         handoff_us: u32 {
             default: 2000,
             description: "Hand-off bound of the locks, in microseconds: a caller may take a free \
-                lock ahead of a poller that has waited less, never ahead of one that waited \
-                longer, nor ahead of a sleeping waiter or a lock set; 0 = strict FIFO. Per card \
+                lock ahead of a waiter (sleeping or polling) that has waited less, never ahead \
+                of one that waited longer, nor ahead of a lock set; 0 = strict FIFO. Per card \
                 in debugfs (tenstorrent/N/handoff_us)",
         },
         emulated_tlb_layout: u32 {

@@ -18,8 +18,8 @@ use crate::wait::{
 /// (an emulator under load) runs it.
 const TEST_LEASE_NS: i64 = 3_600 * 1_000_000_000;
 
-/// A hand-off bound longer than any test runs: every poll place is under
-/// it, however slowly the machine runs the test.
+/// A hand-off bound longer than any test runs: every waiter is under it,
+/// however slowly the machine runs the test.
 const HUGE_BOUND_NS: i64 = 3_600 * 1_000_000_000;
 
 /// A card whose locks are handed off in strict FIFO order (a bound of 0):
@@ -83,6 +83,15 @@ fn place_at(a: &Arbiter, who: &Owner, mask: LockMask, queued_ns: i64) -> Result<
         return Err(ENOMEM);
     }
     Ok(place)
+}
+
+/// The sleeping `waiter` runs after a wake-up sent to it, as its call
+/// does when it returns from its sleep: `Some` when it is done (granted),
+/// `None` when it sleeps on.
+fn runs(a: &Arbiter, waiter: &Waiter) -> Option<Result<Grant, AcquireError>> {
+    a.state
+        .lock()
+        .woke(waiter, Some(Woken::Notified), Wait::Forever)
 }
 
 fn holder_of(a: &Arbiter, index: usize) -> Option<OwnerId> {
@@ -915,6 +924,10 @@ mod tests {
             Err(AcquireError::Busy { .. })
         ));
         a.release(&x, bit(40))?;
+        // Under the bound the sleeper is not handed the lock: woken, it
+        // takes it when it runs, nobody having taken it first.
+        assert_eq!(holder_of(&a, 40), None);
+        assert!(matches!(runs(&a, &first), Some(Ok(_))));
         assert!(grant_of(&a, &first).is_some());
         assert_eq!(waiters(&a, 40), 2);
         // The release keeps nothing for the places (the lock would stand
@@ -1030,9 +1043,10 @@ mod tests {
         a.set_handoff_us(u32::MAX);
         assert_eq!(a.handoff_us(), u64::from(u32::MAX));
         take(&a, &x, bit(43)).map_err(|_| EINVAL)?;
-        queue(&a, &s0, bit(43))?;
+        let first = queue(&a, &s0, bit(43))?;
         assert!(take(&a, &p, bit(43)).is_err());
         a.release(&x, bit(43))?;
+        assert!(runs(&a, &first).is_some());
         a.release(&s0, bit(43))?;
         assert_eq!(holder_of(&a, 43), None);
         a.set_handoff_us(0);
@@ -1049,18 +1063,20 @@ mod tests {
     }
 
     #[test]
-    fn a_sleeper_is_handed_the_lock_ahead_of_a_place_under_the_bound() -> Result {
+    fn under_the_bound_a_release_wakes_the_first_sleeper_to_a_free_lock() -> Result {
         let a = new_arbiter_with_bound(HUGE_BOUND_NS)?;
-        let (x, s0, p, y) = (owner(&a), owner(&a), owner(&a), owner(&a));
+        let (x, s0, p, y, z) = (owner(&a), owner(&a), owner(&a), owner(&a), owner(&a));
         take(&a, &x, bit(44)).map_err(|_| EINVAL)?;
-        queue(&a, &s0, bit(44))?;
+        let first = queue(&a, &s0, bit(44))?;
         assert!(take(&a, &p, bit(44)).is_err());
         let sleeper = queue(&a, &y, bit(44))?;
         a.release(&x, bit(44))?;
+        assert!(runs(&a, &first).is_some());
+        let spurious = a.query(None, 44)?.stats.spurious_wakeups;
         let mut state = a.state.lock();
         state.release_locks(&s0, bit(44), false);
-        // One wake-up, of the waiter it grants: the lock is never left free
-        // while someone sleeps for it.
+        // One wake-up, of the first sleeper (past the poller's place, which
+        // nobody sleeps on), and the lock left free.
         let woken: KVec<bool> = {
             let mut v = KVec::new();
             for waiter in state.wakeups.iter() {
@@ -1069,7 +1085,22 @@ mod tests {
             v
         };
         assert_eq!(&woken[..], &[true]);
+        assert!(*sleeper.candidate.access(&state));
         drop(state);
+        assert_eq!(holder_of(&a, 44), None);
+        // A caller that runs first takes it; the sleeper, when it runs,
+        // finds it taken and sleeps on in its place, not counted as woken
+        // for nothing (it was woken to try).
+        assert!(take(&a, &z, bit(44)).is_ok());
+        assert!(runs(&a, &sleeper).is_none());
+        assert_eq!(a.query(None, 44)?.stats.spurious_wakeups, spurious);
+        assert!(!*sleeper.candidate.access(&a.state.lock()));
+        assert_eq!(waiters(&a, 44), 2);
+        // The next release wakes it again, and this time it gets the lock
+        // ahead of the poller, whose next try finds it taken.
+        a.release(&z, bit(44))?;
+        assert_eq!(holder_of(&a, 44), None);
+        assert!(matches!(runs(&a, &sleeper), Some(Ok(_))));
         assert!(holder_is(&a, 44, &y));
         assert!(matches!(
             take(&a, &p, bit(44)),
@@ -1077,7 +1108,58 @@ mod tests {
         ));
         a.release(&y, bit(44))?;
         assert!(take(&a, &p, bit(44)).is_ok());
-        for o in [&x, &s0, &p, &y] {
+        for o in [&x, &s0, &p, &y, &z] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn past_the_bound_a_sleeper_is_handed_the_lock() -> Result {
+        // y queued 2 s ago, the bound 1 ms: the release grants y and wakes
+        // it, and a caller that runs is refused.
+        let a = new_arbiter_with_bound(1_000_000)?;
+        let (x, y, z) = (owner(&a), owner(&a), owner(&a));
+        take(&a, &x, bit(48)).map_err(|_| EINVAL)?;
+        let sleeper = queue_at(&a, &y, bit(48), monotonic_ns() - 2_000_000_000)?;
+        a.release(&x, bit(48))?;
+        assert!(holder_is(&a, 48, &y));
+        assert!(grant_of(&a, &sleeper).is_some());
+        assert!(!*sleeper.candidate.access(&a.state.lock()));
+        assert!(matches!(
+            take(&a, &z, bit(48)),
+            Err(AcquireError::Busy { .. })
+        ));
+        for o in [&x, &y, &z] {
+            a.release_all(o);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_sleeper_that_passes_the_bound_with_its_lock_free_is_served_first() -> Result {
+        // Woken to a free lock under the bound, then past it before it
+        // runs: a caller that comes now is refused, and the lock is the
+        // sleeper's at once.
+        let a = new_arbiter_with_bound(HUGE_BOUND_NS)?;
+        let (x, y, z) = (owner(&a), owner(&a), owner(&a));
+        take(&a, &x, bit(49)).map_err(|_| EINVAL)?;
+        let sleeper = queue_at(&a, &y, bit(49), monotonic_ns() - 1_000_000_000)?;
+        a.release(&x, bit(49))?;
+        assert_eq!(holder_of(&a, 49), None);
+        assert!(*sleeper.candidate.access(&a.state.lock()));
+        a.state.lock().handoff_ns = 1_000_000;
+        assert!(matches!(
+            take(&a, &z, bit(49)),
+            Err(AcquireError::Busy { .. })
+        ));
+        // z's failed try queued a place behind the sleeper, which may no
+        // longer be passed: the lock is the sleeper's at once.
+        assert!(holder_is(&a, 49, &y));
+        assert!(matches!(runs(&a, &sleeper), Some(Ok(_))));
+        a.release(&y, bit(49))?;
+        assert!(take(&a, &z, bit(49)).is_ok());
+        for o in [&x, &y, &z] {
             a.release_all(o);
         }
         Ok(())
@@ -1088,9 +1170,10 @@ mod tests {
         let a = new_arbiter_with_bound(HUGE_BOUND_NS)?;
         let (x, s0, p) = (owner(&a), owner(&a), owner(&a));
         take(&a, &x, bit(45)).map_err(|_| EINVAL)?;
-        queue(&a, &s0, bit(45))?;
+        let first = queue(&a, &s0, bit(45))?;
         assert!(take(&a, &p, bit(45)).is_err());
         a.release(&x, bit(45))?;
+        assert!(runs(&a, &first).is_some());
         a.release(&s0, bit(45))?;
         assert_eq!(holder_of(&a, 45), None);
         // Its blocking call of the same lock must not sleep on a free lock
@@ -1121,9 +1204,10 @@ mod tests {
         // would), and once a set waits for its lock the place is strict:
         // the lock is kept for it.
         take(&a, &x, bit(46)).map_err(|_| EINVAL)?;
-        queue(&a, &s0, bit(46))?;
+        let first = queue(&a, &s0, bit(46))?;
         assert!(take(&a, &p, bit(46)).is_err());
         a.release(&x, bit(46))?;
+        assert!(runs(&a, &first).is_some());
         a.release(&s0, bit(46))?;
         assert_eq!(holder_of(&a, 46), None);
         assert!(matches!(

@@ -15,9 +15,12 @@ use crate::worker::{
 const DIED: u64 = abi::LOCK_OWNER_DIED as u64;
 
 /// A blocked waiter (ACQUIRE and LOCK_CTL ACQUIRE_BLOCKING) is handed the
-/// lock by a release, synchronously.
+/// lock by a release, synchronously, with the hand-off bound 0 (strict
+/// FIFO; under the bound a young waiter is woken to a free lock instead:
+/// `locks/sleepers_passed_under_the_bound`).
 pub fn woken_by_release() -> TestResult {
     let i = 5;
+    let _strict = Setting::bound(0)?;
     let a = open(0)?;
     ensure_free(&a, i)?;
     for cmd in [
@@ -553,8 +556,9 @@ pub fn query_fields() -> TestResult {
 }
 
 /// close() of the last reference releases before it returns (or hands the
-/// lock to the waiter).
+/// lock to the waiter, with the hand-off bound 0).
 pub fn close_releases_synchronously() -> TestResult {
+    let _strict = Setting::bound(0)?;
     let i = 19;
     let a = open(0)?;
     ensure_free(&a, i)?;
@@ -788,8 +792,10 @@ fn resume(w: &crate::util::Child, how: Pause) -> TestResult {
 /// A queued waiter that is stopped (SIGSTOP), trapped by ptrace or frozen
 /// keeps its place: its request stays queued meanwhile, and once it runs
 /// again it is served before a waiter that queued after it, for ACQUIRE
-/// and LOCK_CTL ACQUIRE_BLOCKING.
+/// and LOCK_CTL ACQUIRE_BLOCKING. With the hand-off bound 0, so that the
+/// release hands the lock to it whatever its age.
 fn keeps_the_place(i: u32, how: Pause) -> TestResult {
+    let _strict = Setting::bound(0)?;
     let a = open(0)?;
     ensure_free(&a, i)?;
     for cmd in [
@@ -1063,12 +1069,13 @@ pub(crate) fn holder_is(a: &tt_arbiter::Device, i: u32, who: &Child, what: &str)
 }
 
 /// Under the bound (set huge), a poller's place reserves nothing: the
-/// release that reaches it hands the lock to the sleeper behind it, and
-/// when nobody sleeps a released lock stays free, so that a caller that
-/// runs takes it ahead of the queued poller (LOCK_CTL try and blocking
-/// ACQUIRE alike); the poller's next try then gets it. (Seen failing with
-/// the driver's `passable` always false, strict hand-off: the lock went to
-/// the poller's place, and the sleeper behind it still waited.)
+/// release that reaches it wakes the sleeper behind it, which takes the
+/// lock, and when nobody sleeps a released lock stays free, so that a
+/// caller that runs takes it ahead of the queued poller (LOCK_CTL try and
+/// blocking ACQUIRE alike); the poller's next try then gets it. (Seen
+/// failing with the driver's `passable` always false, strict hand-off: the
+/// lock went to the poller's place, and the sleeper behind it still
+/// waited.)
 pub fn barging_under_the_bound() -> TestResult {
     let i = 43;
     let _lease = Setting::long_lease()?;
@@ -1079,16 +1086,16 @@ pub fn barging_under_the_bound() -> TestResult {
     let (mut s0, mut p, s1) = sleeper_poller_sleeper(&a, i, true)?;
     let mut s1 = s1.ok_or("no sleeper behind")?;
     ctx(a.release(bit(i)), "RELEASE")?;
-    holder_is(&a, i, &s0, "after the first release")?;
     ok_reply(&mut s0, "acquire")?;
+    holder_is(&a, i, &s0, "after the first release")?;
     ok(&mut s0, &format!("release {:x}", bit(i)))?;
+    ok_reply(&mut s1, "acquire")?;
     holder_is(
         &a,
         i,
         &s1,
         "the release reached the poller's place under the bound: the sleeper behind it",
     )?;
-    ok_reply(&mut s1, "acquire")?;
     ok(&mut s1, &format!("release {:x}", bit(i)))?;
     let q = query(&a, i)?;
     ensure!(!q.held, "nobody sleeps for it: it must be free: {q:?}");
@@ -1298,5 +1305,93 @@ pub fn strict_handoff_setting() -> TestResult {
         libc::EPERM,
         "RELEASE of a lock not held",
     )?;
+    ensure_free(&a, i)
+}
+
+/// Under the bound (set huge), a sleeping waiter reserves nothing either:
+/// a release leaves the lock free and wakes the waiter, and a caller that
+/// runs first takes it. The waiter is stopped (SIGSTOP) across the release,
+/// so that the caller runs first for certain; when it continues it finds
+/// the lock taken and waits on in its place, and the next release is its.
+/// (Seen failing on the driver before sleepers were passed: the release
+/// handed the lock to the stopped waiter and the caller's try was EBUSY.)
+pub fn sleepers_passed_under_the_bound() -> TestResult {
+    let i = 47;
+    let _bound = Setting::bound(HUGE_BOUND_US)?;
+    let a = open(0)?;
+    ensure_free(&a, i)?;
+    let spurious = query(&a, i)?.raw.spurious_wakeups;
+    ctx(a.acquire(i, Wait::Try), "ACQUIRE")?;
+    let mut s = worker("sleeper", 0)?;
+    s.send(&format!("acquire {i}"))?;
+    wait_waiters(&a, i, 1)?;
+    wait_asleep(s.pid)?;
+    s.kill(libc::SIGSTOP)?;
+    s.wait_stopped()?;
+    ctx(a.release(bit(i)), "RELEASE")?;
+    let q = query(&a, i)?;
+    ensure!(
+        !q.held && q.waiters == 1,
+        "under the bound the release must leave the lock free, the waiter queued: {q:?}"
+    );
+    ctx(a.acquire(i, Wait::Try), "a caller's try past the young waiter")?;
+    s.kill(libc::SIGCONT)?;
+    s.wait_continued()?;
+    // Its restarted call finds the lock taken: it sleeps on, queued.
+    wait_asleep(s.pid)?;
+    let q = query(&a, i)?;
+    ensure!(
+        q.held_by_caller && q.waiters == 1,
+        "the continued waiter must wait on in its place: {q:?}"
+    );
+    ctx(a.release(bit(i)), "RELEASE")?;
+    ok_reply(&mut s, "acquire")?;
+    holder_is(&a, i, &s, "after the second release")?;
+    ok(&mut s, &format!("release {:x}", bit(i)))?;
+    finish(s)?;
+    ensure_eq!(
+        query(&a, i)?.raw.spurious_wakeups,
+        spurious,
+        "spurious_wakeups (a waiter woken to try counts only if it finds nothing to try)"
+    );
+    ensure_free(&a, i)
+}
+
+/// Past the bound (1 µs, and the clock well past it), a sleeping waiter
+/// is handed the lock by the release, as with strict FIFO: right after
+/// RELEASE returns it holds the lock and a caller's try is EBUSY. (Seen
+/// failing with `passable` ignoring the age: the lock was left free and
+/// the caller took it.)
+pub fn sleeper_handoff_after_bound() -> TestResult {
+    let i = 59;
+    let _bound = Setting::bound(1)?;
+    let a = open(0)?;
+    let c = open(0)?;
+    ensure_free(&a, i)?;
+    ctx(a.acquire(i, Wait::Try), "ACQUIRE")?;
+    let mut s = worker("sleeper", 0)?;
+    s.send(&format!("acquire {i}"))?;
+    wait_waiters(&a, i, 1)?;
+    let queued = now_ns();
+    // The condition is the clock: the waiter is past the 1 µs bound.
+    while now_ns() < queued + 2_000_000 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    ctx(a.release(bit(i)), "RELEASE")?;
+    holder_is(&a, i, &s, "right after RELEASE, past the bound")?;
+    ensure_eq!(
+        expect_ok(
+            lock_ctl(&c, i as u8, abi::LOCK_CTL_ACQUIRE),
+            "LOCK_CTL ACQUIRE"
+        )?,
+        0,
+        "a caller's try of the lock handed to the waiter"
+    );
+    ok_reply(&mut s, "acquire")?;
+    ok(&mut s, &format!("release {:x}", bit(i)))?;
+    finish(s)?;
+    // c's failed try left no place (nobody else queued) or one that its
+    // next command gives up.
+    let _ = release(&c, bit(i));
     ensure_free(&a, i)
 }
