@@ -1359,9 +1359,13 @@ pub fn sleepers_passed_under_the_bound() -> TestResult {
 
 /// Past the bound (1 µs, and the clock well past it), a sleeping waiter
 /// is handed the lock by the release, as with strict FIFO: right after
-/// RELEASE returns it holds the lock and a caller's try is EBUSY. (Seen
-/// failing with `passable` ignoring the age: the lock was left free and
-/// the caller took it.)
+/// RELEASE returns QUERY shows it as the holder and a caller's try is
+/// EBUSY. The waiter is stopped (SIGSTOP) across the release, so that a
+/// lock left free would certainly still be free for the caller's try; it
+/// returns with the lock once continued. (Seen failing with `passable`
+/// ignoring the age: right after RELEASE the lock was free, the stopped
+/// waiter still queued. Without the stop the mutant passed: the woken
+/// waiter ran first and took the lock.)
 pub fn sleeper_handoff_after_bound() -> TestResult {
     let i = 59;
     let _bound = Setting::bound(1)?;
@@ -1372,11 +1376,14 @@ pub fn sleeper_handoff_after_bound() -> TestResult {
     let mut s = worker("sleeper", 0)?;
     s.send(&format!("acquire {i}"))?;
     wait_waiters(&a, i, 1)?;
+    wait_asleep(s.pid)?;
     let queued = now_ns();
     // The condition is the clock: the waiter is past the 1 µs bound.
     while now_ns() < queued + 2_000_000 {
         std::thread::sleep(Duration::from_millis(1));
     }
+    s.kill(libc::SIGSTOP)?;
+    s.wait_stopped()?;
     ctx(a.release(bit(i)), "RELEASE")?;
     holder_is(&a, i, &s, "right after RELEASE, past the bound")?;
     ensure_eq!(
@@ -1387,6 +1394,8 @@ pub fn sleeper_handoff_after_bound() -> TestResult {
         0,
         "a caller's try of the lock handed to the waiter"
     );
+    s.kill(libc::SIGCONT)?;
+    s.wait_continued()?;
     ok_reply(&mut s, "acquire")?;
     ok(&mut s, &format!("release {:x}", bit(i)))?;
     finish(s)?;
