@@ -327,14 +327,7 @@ fn check(dev: &Device, n: u32, c: &Case) -> TestResult {
         libc::E2BIG,
         &what("argsz 4097"),
     )?;
-    // An unknown flag (`flags` at offset 4, after `argsz`).
-    let mut b = c.body.clone();
-    b[4..8].copy_from_slice(&c.unknown_flag.to_ne_bytes());
-    expect_errno(
-        ioctl_addr(dev.as_raw_fd(), c.cmd, b.as_mut_ptr() as usize),
-        libc::EINVAL,
-        &what(&format!("flags {:#x}", c.unknown_flag)),
-    )?;
+    unknown_flag_refused(dev, c, &what)?;
     // Nothing of a refused call was kept.
     let q = query(dev, L)?;
     ensure!(!q.held, "{}: lock {L} held at the end: {q:?}", what(""));
@@ -377,14 +370,18 @@ fn check_exact(dev: &Device, n: u32, c: &Case) -> TestResult {
             what(&format!("argsz {argsz}"))
         );
     }
+    unknown_flag_refused(dev, c, &what)
+}
+
+/// An unknown flag (`flags` at offset 4, after `argsz`) is EINVAL.
+fn unknown_flag_refused(dev: &Device, c: &Case, what: &dyn Fn(&str) -> String) -> TestResult {
     let mut b = c.body.clone();
     b[4..8].copy_from_slice(&c.unknown_flag.to_ne_bytes());
     expect_errno(
         ioctl_addr(dev.as_raw_fd(), c.cmd, b.as_mut_ptr() as usize),
         libc::EINVAL,
         &what(&format!("flags {:#x}", c.unknown_flag)),
-    )?;
-    Ok(())
+    )
 }
 
 /// The table above on both cards.

@@ -1334,7 +1334,10 @@ pub fn sleepers_passed_under_the_bound() -> TestResult {
         !q.held && q.waiters == 1,
         "under the bound the release must leave the lock free, the waiter queued: {q:?}"
     );
-    ctx(a.acquire(i, Wait::Try), "a caller's try past the young waiter")?;
+    ctx(
+        a.acquire(i, Wait::Try),
+        "a caller's try past the young waiter",
+    )?;
     s.kill(libc::SIGCONT)?;
     s.wait_continued()?;
     // Its restarted call finds the lock taken: it sleeps on, queued.
