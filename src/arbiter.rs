@@ -109,11 +109,11 @@ use crate::rust_ext::{
 };
 use crate::wait::{
     self,
-    unlock,
     DefersWakeups,
     Ended,
     Sleeper,
     Wait,
+    WakeMutex,
     Wakeups,
     Woken, //
 };
@@ -130,8 +130,7 @@ use kernel::{
         aref::ARef,
         Arc,
         CondVar,
-        LockedBy,
-        Mutex, //
+        LockedBy, //
     },
     task::Task, //
 };
@@ -560,7 +559,7 @@ struct State {
     waiting_holders: u32,
     /// Every poll place, queued or granted (its locks kept for its poller).
     polls: KVec<Arc<Waiter>>,
-    /// Wake-ups to send when the mutex is released ([`unlock`]).
+    /// Wake-ups to send when the mutex is released ([`wait::WakeGuard`]).
     wakeups: Wakeups<Waiter>,
     /// How long a failed try keeps its poll place ([`POLL_LEASE_NS`] on a
     /// card; tests that must not depend on the speed of the machine they
@@ -601,7 +600,7 @@ impl DefersWakeups for State {
 #[pin_data]
 pub(crate) struct Arbiter {
     #[pin]
-    state: Mutex<State>,
+    state: WakeMutex<State>,
     /// `state`'s gone and fence, for the check every command makes.
     refusals: Refusals,
 }
@@ -617,7 +616,7 @@ impl Arbiter {
             slots.push(Slot::default(), GFP_KERNEL)?;
         }
         Ok(pin_init!(Self {
-            state <- new_mutex!(State {
+            state <- WakeMutex::new(new_mutex!(State {
                 gone: false,
                 fence: Fence::default(),
                 held: 0,
@@ -630,7 +629,7 @@ impl Arbiter {
                 wakeups: Wakeups::new(),
                 poll_lease_ns,
                 handoff_ns: handoff_ns.max(0),
-            }),
+            })),
             refusals: Refusals::new(),
         }))
     }
@@ -639,7 +638,7 @@ impl Arbiter {
     pub(crate) fn new_owner(&self) -> Result<Owner> {
         let record = Arc::new(
             OwnerRecord {
-                counts: LockedBy::new(&self.state, OwnerCounts::default()),
+                counts: self.state.locked_by(OwnerCounts::default()),
             },
             GFP_KERNEL,
         )?;
@@ -681,7 +680,6 @@ impl Arbiter {
         if free != 0 {
             state.hand_off(free);
         }
-        unlock(state);
     }
 
     /// Requests every lock of `mask` for `owner`.
@@ -708,7 +706,6 @@ impl Arbiter {
                 if matches!(result, Err(AcquireError::Busy { .. })) {
                     state.note_failed_try(owner, mask, &who, now);
                 }
-                unlock(state);
                 return result;
             }
             Some(waiter) => {
@@ -718,7 +715,6 @@ impl Arbiter {
             None => {
                 state.drop_parked(owner);
                 if reentry == Reentry::Refuse && state.held_by(owner) & mask != 0 {
-                    unlock(state);
                     return Err(AcquireError::Deadlock);
                 }
                 if !state.is_blocked(owner, mask, now) {
@@ -726,7 +722,6 @@ impl Arbiter {
                     // Its file holds more now: its other queued requests,
                     // and those of files waiting on it, may pass more.
                     state.let_holders_pass();
-                    unlock(state);
                     return Ok(Acquired {
                         owner_died,
                         waited_ns: 0,
@@ -749,7 +744,6 @@ impl Arbiter {
                             state.add_poll_place(place, now);
                         }
                     }
-                    unlock(state);
                     return Err(match wait {
                         Wait::Until(_) => AcquireError::TimedOut { holder_pid },
                         Wait::Try | Wait::Forever => AcquireError::Busy { holder_pid },
@@ -760,14 +754,11 @@ impl Arbiter {
                 waiter
             }
         };
-        if !state.wakeups.is_empty() {
+        if state.has_unsent() {
             // Queueing let other waiters through (they no longer wait for
             // this file), or a parked place was given up: wake them before
             // this one sleeps.
-            let wakeups = state.wakeups.take();
-            drop(state);
-            wakeups.send();
-            state = self.state.lock();
+            state = state.send_now();
         }
 
         let mut woken = None;
@@ -784,7 +775,11 @@ impl Arbiter {
             // A wake-up sent before this point was for what the check above
             // just saw (a wake-up is decided under the mutex).
             waiter.rung.store(false, Ordering::Relaxed);
-            let slept = wait::sleep(&waiter.wake, &mut state, sleep);
+            // Wake-ups that looking decided (a lease that ended handed its
+            // lock on) are sent first, with the mutex released: then look
+            // again ([`Woken::Sent`]).
+            let (relocked, slept) = state.sleep(&waiter.wake, sleep);
+            state = relocked;
             // Woken, but not by a wake-up sent to this waiter: a deferred
             // wake-up of the card's mutex (or a futex) meant for an earlier
             // sleep of this task, or a stop signal taken back.
@@ -796,7 +791,7 @@ impl Arbiter {
         };
 
         let waited_ns = u64::try_from(monotonic_ns() - waiter.queued_ns).unwrap_or(0);
-        let result = match result {
+        match result {
             Ok(grant) if !state.gone && !state.fence.is_stale(owner.id) => {
                 state.record_wait(mask, waited_ns);
                 Ok(Acquired {
@@ -821,9 +816,7 @@ impl Arbiter {
                 state.dequeue(&waiter);
                 Err(e)
             }
-        };
-        unlock(state);
-        result
+        }
     }
 
     fn new_waiter(
@@ -840,10 +833,10 @@ impl Arbiter {
                 mask,
                 who,
                 queued_ns,
-                grant: LockedBy::new(&self.state, None),
-                lease: LockedBy::new(&self.state, None),
-                watch: LockedBy::new(&self.state, None),
-                candidate: LockedBy::new(&self.state, false),
+                grant: self.state.locked_by(None),
+                lease: self.state.locked_by(None),
+                watch: self.state.locked_by(None),
+                candidate: self.state.locked_by(false),
                 rung: AtomicBool::new(false),
             }),
             GFP_KERNEL,
@@ -860,11 +853,9 @@ impl Arbiter {
         }
         state.drop_parked(owner);
         if state.held_by(owner) & mask != mask {
-            unlock(state);
             return Err(EPERM);
         }
         state.release_locks(owner, mask, false);
-        unlock(state);
         Ok(())
     }
 
@@ -880,7 +871,6 @@ impl Arbiter {
             state.slots[i].owner_died = true;
         }
         state.release_locks(owner, mask, false);
-        unlock(state);
     }
 
     /// Releases every lock `owner` holds because its file is closing: the
@@ -893,7 +883,6 @@ impl Arbiter {
         if mask != 0 {
             state.release_locks(owner, mask, true);
         }
-        unlock(state);
     }
 
     /// Whether `owner` holds lock `index`, and whether anyone does.
@@ -1104,7 +1093,6 @@ impl Arbiter {
         for place in stale_places.iter() {
             state.give_up_place(place);
         }
-        unlock(state);
         fence
     }
 
@@ -1132,7 +1120,6 @@ impl Arbiter {
             };
             state.wakeups.push(waiter);
         }
-        unlock(state);
     }
 }
 

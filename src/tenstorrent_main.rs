@@ -7,6 +7,74 @@
 //! them: locks owned by open files, so a crashed process never leaves one
 //! held; blocking waits with FIFO hand-off and deadlines; and a view of who
 //! holds what.
+//!
+//! # Lock order
+//!
+//! Every lock of the driver, outermost first: a lock is only taken with
+//! none held below it in this list. Apart from the registry's `CARDS`,
+//! every lock belongs to one card, and none of one card is taken under
+//! another's (MAP_PEER_BAR reads the peer's BAR range, under no lock).
+//!
+//! 1. `mmap_lock` (the kernel's): held around the driver's mmap and fault
+//!    handlers, which take 3, 4, 5 and 7 under it. So nothing of the
+//!    driver that takes it (pinning and unpinning user pages) runs with a
+//!    lock of the driver held (src/dma.rs, src/mapping.rs).
+//! 2. `Card::resetting` (src/card.rs): held for a whole RESET_DEVICE, so
+//!    that one runs at a time and NOC_READ, NOC_WRITE and
+//!    EXPORT_TLB_DMABUF (which take it too) never run during one.
+//!    Everything the reset touches nests inside it: 3-12 and the
+//!    telemetry's places.
+//! 3. `CardMemory::live` (src/mapping.rs): a BAR fault holds it while it
+//!    checks its file and inserts the page; a reset sets its fence (6)
+//!    under it, so no fault of a fenced file slips past the zap.
+//! 4. The window pool's state (src/tlb.rs, a [`wait::WakeMutex`]): held
+//!    while a held window is faulted in, mapped or configured, so it
+//!    cannot be freed meanwhile; 5 nests inside (a window's first
+//!    mapping). Never held while mappings are zapped.
+//! 5. `CardMemory::window_caching` (src/mapping.rs): a window's memory
+//!    type.
+//! 6. The arbiter's state (src/arbiter.rs, a [`wait::WakeMutex`]): the
+//!    locks, their queue and the wake-ups decided under it (sent after it
+//!    is released, [`wait::WakeGuard`]). Nothing nests inside.
+//! 7. The data of a `WhileBound` (rust/bound.rs): the DMA state
+//!    (src/dma.rs, under 1 at faults and under 2 at a fence) and the
+//!    reset's saved PCI state (src/reset.rs, under 2, held across a bus
+//!    reset). One lockdep class for both; they never nest.
+//! 8. `CardExports::live` and `next_serial` (src/export.rs): the exports
+//!    live and their serials; under 2 for the check that no export lives
+//!    during a reset. Unbind revokes the dma-bufs under `live`.
+//! 9. `CardPower::votes` (src/power.rs): the files' votes; 11 nests
+//!    inside only to post or collect a message, which touches no register.
+//! 10. `ArcMessenger::exchange` (src/arc.rs): one Wormhole mailbox
+//!     message at a time (only resets send them), through BAR0 directly.
+//! 11. The message queue's state (src/smc.rs): one look at the firmware's
+//!     queue reads it under this mutex, Blackhole's through 12.
+//! 12. `CardMemory::kernel_window` (src/mapping.rs): the kernel's own TLB
+//!     window, aimed and used for one run of accesses. Innermost.
+//!
+//! Taken alone, with nothing nested inside: `Card::openers` (released
+//! before the arbiter's state is taken for the files it lists),
+//! `CardMemory::bar_vmas`, `Telemetry::places` (the table is read before
+//! it is taken), `NocCleanups::entries`, the open gate's state
+//! (src/open_gate.rs) and the registry's `CARDS` (src/registry.rs).
+//!
+//! Waits on the firmware under a lock that other callers need (documented,
+//! not yet designed away):
+//!
+//! - `Card::resetting`, for the whole reset: a Blackhole reset with the
+//!   DMC sends two firmware messages through the queue, each allowed
+//!   [`smc::KERNEL_WAIT_MS`] (2 s, a look every 100 µs, the queue's own
+//!   mutex released between looks); a Wormhole reset polls the mailbox for
+//!   a NOP's answer (1 ms, under `ArcMessenger::exchange` too); RESET_PCIE_LINK
+//!   waits for `pci_reset_bus()` under 7 as well. NOC_READ, NOC_WRITE,
+//!   EXPORT_TLB_DMABUF and other resets of the card wait meanwhile, up to
+//!   about 4 s, uninterruptibly.
+//! - Nothing else sleeps or polls under a lock: since power votes stopped
+//!   waiting for the firmware (issue 28), `CardPower::votes` only posts
+//!   and collects, and SET_POWER_STATE waits for the answer with it
+//!   released; a look at the message queue (11, 12) is a few register
+//!   reads, and the message queue's work item sleeps between looks with
+//!   no lock held.
 
 use kernel::{
     pci,

@@ -26,11 +26,11 @@ use crate::{
     },
     wait::{
         self,
-        unlock,
         DefersWakeups,
         Ended,
         Sleeper,
         Wait,
+        WakeMutex,
         Wakeups,
         Woken, //
     },
@@ -41,8 +41,7 @@ use kernel::{
     sync::{
         Arc,
         CondVar,
-        LockedBy,
-        Mutex, //
+        LockedBy, //
     },
 };
 
@@ -287,7 +286,7 @@ struct State {
     exports: KVec<u32>,
     /// The waiters of each class, in arrival order.
     queues: [Fifo<Arc<Waiter>>; MAX_CLASSES],
-    /// Wake-ups to send when the mutex is released ([`unlock`]).
+    /// Wake-ups to send when the mutex is released ([`wait::WakeGuard`]).
     wakeups: Wakeups<Waiter>,
 }
 
@@ -303,7 +302,7 @@ impl DefersWakeups for State {
 pub(crate) struct TlbPool {
     layout: Layout,
     #[pin]
-    state: Mutex<State>,
+    state: WakeMutex<State>,
 }
 
 impl TlbPool {
@@ -319,7 +318,7 @@ impl TlbPool {
         }
         Ok(pin_init!(Self {
             layout,
-            state <- new_mutex!(State {
+            state <- WakeMutex::new(new_mutex!(State {
                 gone: false,
                 fence: Fence::default(),
                 holders,
@@ -327,7 +326,7 @@ impl TlbPool {
                 exports,
                 queues: [Fifo::new(), Fifo::new(), Fifo::new()],
                 wakeups: Wakeups::new(),
-            }),
+            })),
         }))
     }
 
@@ -370,7 +369,7 @@ impl TlbPool {
                 owner,
                 class,
                 who,
-                grant: LockedBy::new(&self.state, None),
+                grant: self.state.locked_by(None),
             }),
             GFP_KERNEL,
         )
@@ -379,7 +378,7 @@ impl TlbPool {
             .push_back(waiter.clone(), GFP_KERNEL)
             .map_err(|_| TlbError::NoMemory)?;
 
-        let result = wait::wait_until(&waiter.wake, &mut state, wait, |state, woken| {
+        let (mut state, result) = state.wait_until(&waiter.wake, wait, |state, woken| {
             state.settle(
                 &waiter,
                 woken == Some(Woken::Signal),
@@ -451,12 +450,11 @@ impl TlbPool {
             }
             _ => return Err(EPERM),
         }
-        unlock(state);
+        drop(state);
         revoke(id);
         let mut state = self.state.lock();
         state.revoking[id] = false;
         state.hand_off(&self.layout, id);
-        unlock(state);
         Ok(())
     }
 
@@ -491,7 +489,7 @@ impl TlbPool {
                 }
             }
         }
-        unlock(state);
+        drop(state);
         self.free_held_revoking(&|holder| fence.is_stale(holder), revoke);
     }
 
@@ -514,7 +512,7 @@ impl TlbPool {
                 *word |= 1 << (id % 64);
             }
         }
-        unlock(state);
+        drop(state);
         let is_freed = |id: usize| {
             freed
                 .get(id / 64)
@@ -529,7 +527,6 @@ impl TlbPool {
             state.revoking[id] = false;
             state.hand_off(&self.layout, id);
         }
-        unlock(state);
     }
 
     /// Runs `f` under the pool's mutex if window `id` is held by `owner`
@@ -577,7 +574,6 @@ impl TlbPool {
         if *count == 0 && state.holders[id].is_none() && !state.revoking[id] {
             state.hand_off(&self.layout, id);
         }
-        unlock(state);
     }
 
     /// Whether file `owner` holds window `id` (and the card is there).
@@ -631,7 +627,6 @@ impl TlbPool {
                 state.wakeups.push(waiter);
             }
         }
-        unlock(state);
     }
 
     /// The state of class `class`, with holder pids in the caller's pid

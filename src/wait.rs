@@ -8,7 +8,12 @@
 //! signal, by its deadline or by the card going away.
 
 use crate::rust_ext::time::monotonic_ns;
+use core::ops::{
+    Deref,
+    DerefMut, //
+};
 use kernel::{
+    prelude::*,
     sync::{
         lock::{
             Backend,
@@ -17,6 +22,8 @@ use kernel::{
         Arc,
         CondVar,
         CondVarTimeoutResult,
+        LockedBy,
+        Mutex,
         MutexGuard, //
     },
     time::msecs_to_jiffies, //
@@ -117,6 +124,10 @@ pub(crate) enum Woken {
     /// [`Woken::Notified`]; a waiter that knows whether it was notified
     /// can ([`Sleeper::wake`]).
     Stray,
+    /// It did not sleep: wake-ups decided under the mutex had to be sent
+    /// first, the mutex released meanwhile ([`WakeGuard::sleep`]). Look
+    /// again, then sleep.
+    Sent,
 }
 
 /// Sleeps once on `wake`, with `guard`'s lock released meanwhile.
@@ -179,9 +190,11 @@ const DEFERRED: usize = 64;
 /// A waiter woken while its waker still holds the card's mutex runs, finds
 /// the mutex held and sleeps a second time: two context switches per
 /// hand-off instead of one. So grants are recorded under the mutex and the
-/// wake-ups sent after it ([`Wakeups::send`]). A grant is never lost in
+/// wake-ups sent after it ([`WakeGuard`]). A grant is never lost in
 /// between: the waiter checks its grant under the mutex before it sleeps
 /// and whenever it wakes, for whatever reason.
+///
+/// Wake-ups cannot be forgotten: dropping a `Wakeups` sends what it holds.
 pub(crate) struct Wakeups<W: Sleeper> {
     waiters: [Option<Arc<W>>; DEFERRED],
     len: usize,
@@ -208,7 +221,7 @@ impl<W: Sleeper> Wakeups<W> {
 
     /// Takes the wake-ups recorded so far, to send once the lock is
     /// released.
-    pub(crate) fn take(&mut self) -> Self {
+    fn take(&mut self) -> Self {
         core::mem::replace(self, Self::new())
     }
 
@@ -221,9 +234,11 @@ impl<W: Sleeper> Wakeups<W> {
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<W>> {
         self.waiters[..self.len].iter().flatten()
     }
+}
 
-    /// Sends the wake-ups.
-    pub(crate) fn send(self) {
+impl<W: Sleeper> Drop for Wakeups<W> {
+    /// Sends the wake-ups, in order.
+    fn drop(&mut self) {
         for waiter in self.waiters[..self.len].iter().flatten() {
             waiter.wake();
         }
@@ -231,20 +246,126 @@ impl<W: Sleeper> Wakeups<W> {
 }
 
 /// State behind a mutex that defers its wake-ups until the mutex is
-/// released.
+/// released ([`WakeMutex`]).
 pub(crate) trait DefersWakeups {
     type Waiter: Sleeper;
     fn wakeups(&mut self) -> &mut Wakeups<Self::Waiter>;
 }
 
-/// Releases the mutex of `state`, then sends the wake-ups decided under it.
-/// Every path that may have granted a waiter ends with this.
-pub(crate) fn unlock<S: DefersWakeups + Unpin>(mut state: MutexGuard<'_, S>) {
-    // The common release, with nobody waiting, moves nothing.
-    if state.wakeups().is_empty() {
-        return;
-    }
-    let wakeups = state.wakeups().take();
-    drop(state);
-    wakeups.send();
+/// A mutex over state that defers its wake-ups: it is only ever held
+/// through a [`WakeGuard`], so every path that releases it (a return, a
+/// `?`, a sleep) sends the wake-ups decided under it.
+#[pin_data]
+pub(crate) struct WakeMutex<S> {
+    #[pin]
+    mutex: Mutex<S>,
 }
+
+impl<S: DefersWakeups + Unpin> WakeMutex<S> {
+    /// Wraps `mutex` (made with `new_mutex!` by the caller, so that each
+    /// state has its own lockdep class and name).
+    pub(crate) fn new(mutex: impl PinInit<Mutex<S>>) -> impl PinInit<Self> {
+        pin_init!(Self { mutex <- mutex })
+    }
+
+    pub(crate) fn lock(&self) -> WakeGuard<'_, S> {
+        WakeGuard {
+            guard: self.mutex.lock(),
+            unsent: None,
+        }
+    }
+
+    /// Data guarded by this mutex without being part of its state.
+    pub(crate) fn locked_by<T>(&self, data: T) -> LockedBy<T, S> {
+        LockedBy::new(&self.mutex, data)
+    }
+}
+
+/// A held [`WakeMutex`]. Dropping it releases the mutex, then sends the
+/// wake-ups decided under it, so none waits for the next release on the
+/// same state and no waiter is woken only to find the mutex held.
+pub(crate) struct WakeGuard<'a, S: DefersWakeups + Unpin> {
+    // Fields drop in declaration order: the mutex is released before
+    // `unsent` sends.
+    guard: MutexGuard<'a, S>,
+    /// The wake-ups to send once `guard` is gone; filled in `drop`.
+    unsent: Option<Wakeups<S::Waiter>>,
+}
+
+impl<'a, S: DefersWakeups + Unpin> WakeGuard<'a, S> {
+    /// Whether wake-ups wait to be sent.
+    pub(crate) fn has_unsent(&mut self) -> bool {
+        !self.guard.wakeups().is_empty()
+    }
+
+    /// Releases the mutex, sends the wake-ups decided under it and takes
+    /// the mutex again: for a caller that goes on under the mutex but must
+    /// not keep others waiting for their wake-up meanwhile. What was seen
+    /// under the mutex before may have changed.
+    pub(crate) fn send_now(self) -> Self {
+        let mutex = self.guard.lock_ref();
+        drop(self);
+        WakeGuard {
+            guard: mutex.lock(),
+            unsent: None,
+        }
+    }
+
+    /// Sleeps once on `wake` ([`sleep`]), the mutex released meanwhile.
+    ///
+    /// Wake-ups still to send would wait for the end of a sleep that may
+    /// last for ever: they are sent first, as a release sends them, and
+    /// the call returns [`Woken::Sent`] without sleeping, for the caller
+    /// to look again before it sleeps.
+    pub(crate) fn sleep(mut self, wake: &CondVar, wait: Wait) -> (Self, Woken) {
+        if self.has_unsent() {
+            return (self.send_now(), Woken::Sent);
+        }
+        let woken = sleep(wake, &mut self.guard, wait);
+        (self, woken)
+    }
+
+    /// [`wait_until`] with this mutex: the sleeps are [`WakeGuard::sleep`].
+    pub(crate) fn wait_until<R>(
+        mut self,
+        wake: &CondVar,
+        wait: Wait,
+        mut settle: impl FnMut(&mut S, Option<Woken>) -> Option<R>,
+    ) -> (Self, R) {
+        let mut woken = None;
+        loop {
+            if let Some(settled) = settle(&mut self.guard, woken) {
+                return (self, settled);
+            }
+            let (guard, slept) = self.sleep(wake, wait);
+            self = guard;
+            woken = Some(slept);
+        }
+    }
+}
+
+impl<S: DefersWakeups + Unpin> Deref for WakeGuard<'_, S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.guard
+    }
+}
+
+impl<S: DefersWakeups + Unpin> DerefMut for WakeGuard<'_, S> {
+    fn deref_mut(&mut self) -> &mut S {
+        &mut self.guard
+    }
+}
+
+impl<S: DefersWakeups + Unpin> Drop for WakeGuard<'_, S> {
+    fn drop(&mut self) {
+        // The common release, with nobody to wake, moves nothing.
+        if self.has_unsent() {
+            self.unsent = Some(self.guard.wakeups().take());
+        }
+    }
+}
+
+#[cfg(tt_kunit)]
+#[path = "../tests/kunit/wait_tests.rs"]
+mod kunit;

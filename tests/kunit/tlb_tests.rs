@@ -39,7 +39,7 @@ fn queue(p: &TlbPool, owner: OwnerId, size: u64) -> Result<Arc<Waiter>> {
             owner,
             class,
             who: Requester::current(),
-            grant: LockedBy::new(&p.state, None),
+            grant: p.state.locked_by(None),
         }),
         GFP_KERNEL,
     )?;
