@@ -212,6 +212,9 @@ struct State {
     next_ticket: u64,
     /// The card is unbound: nothing more is sent.
     gone: bool,
+    /// The last reset's fence: its files post nothing more (see
+    /// [`State::fence`]).
+    fence: Fence,
     counters: Counters,
     /// Where the firmware's queue was found, kept while it stays there
     /// (dropped after a reset, a timeout, an error, or when its pointers
@@ -227,6 +230,7 @@ impl State {
             blocked_since: None,
             next_ticket: 0,
             gone: false,
+            fence: Fence::default(),
             counters: Counters::default(),
             queue: None,
         }
@@ -288,6 +292,11 @@ impl State {
         if self.gone {
             return Err(ENODEV);
         }
+        if let Sender::File(owner) = sender {
+            if self.fence.is_stale(owner) {
+                return Err(ENODEV);
+            }
+        }
         self.messages.push(
             Message {
                 sender,
@@ -329,6 +338,22 @@ impl State {
             m.outcome = Some(Outcome::Failed(error));
             if error == ETIMEDOUT {
                 self.counters.timeouts += 1;
+            }
+        }
+    }
+
+    /// A reset fenced the files of `fence`: their messages fail with
+    /// `ENODEV`, and so does a later POST of theirs. A POST checks the
+    /// fence when the ioctl begins, without this mutex: one that passed
+    /// that check before the reset and queues after this would otherwise
+    /// reach the firmware after the reset fenced its file.
+    fn fence(&mut self, fence: Fence) {
+        self.fence = fence;
+        for i in 0..self.messages.len() {
+            if let Sender::File(owner) = self.messages[i].sender {
+                if fence.is_stale(owner) {
+                    self.fail(i, ENODEV);
+                }
             }
         }
     }
@@ -407,7 +432,8 @@ impl SmcQueue {
     /// POST from the file `owner`: queues `request` and sends it if the
     /// queue is free. `EBUSY` if the file has a message outstanding,
     /// `EOPNOTSUPP` (nothing posted) when the firmware has no queue,
-    /// `ENODEV` once the card is gone. `kick` is called, under the queue's
+    /// `ENODEV` once the card is gone or a reset fenced the file. `kick`
+    /// is called, under the queue's
     /// lock, when the message is not done yet: it must make sure
     /// [`SmcQueue::advance`] runs again soon.
     pub(crate) fn post(
@@ -796,15 +822,7 @@ impl SmcQueue {
     /// A reset fenced the files of `fence`: their messages fail with
     /// `ENODEV`.
     pub(crate) fn fence(&self, fence: Fence) {
-        let mut state = self.state.lock();
-        for i in 0..state.messages.len() {
-            if let Sender::File(owner) = state.messages[i].sender {
-                if fence.is_stale(owner) {
-                    state.fail(i, ENODEV);
-                }
-            }
-        }
-        drop(state);
+        self.state.lock().fence(fence);
         self.ready.notify_all();
     }
 

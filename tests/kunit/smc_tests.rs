@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! KUnit suite of the firmware message queue's bookkeeping (src/smc.rs):
-//! which response goes to whom once messages were abandoned or timed out.
+//! which response goes to whom once messages were abandoned or timed out,
+//! and what a reset's fence does to the files it fenced.
 
 use super::*;
+use crate::arbiter::{
+    Arbiter,
+    POLL_LEASE_NS, //
+};
 
 #[kunit_tests(tenstorrent_smc)]
 mod tests {
@@ -104,6 +109,37 @@ mod tests {
             s.messages[0].outcome,
             Some(Outcome::Failed(e)) if e == ENODEV
         ));
+        Ok(())
+    }
+
+    /// A fenced file's message fails, and so does a POST of it that
+    /// checked the fence before the reset and queues after it (seen
+    /// queued, to be sent to the firmware after the reset, with the fence
+    /// kept out of the queue's state); the survivor and the driver post.
+    #[test]
+    fn a_fenced_file_posts_nothing_after_the_fence() -> Result {
+        let owners = KBox::pin_init(Arbiter::new(POLL_LEASE_NS, 0)?, GFP_KERNEL)?;
+        let fenced = owners.new_owner()?;
+        let late = owners.new_owner()?;
+        let survivor = owners.new_owner()?;
+        let request = [0x90, 1, 0, 0, 0, 0, 0, 0];
+        let mut s = state();
+        s.enqueue(Sender::File(fenced.id()), None, &request)?;
+        let fence = owners.fence_all_but(survivor.id());
+        s.fence(fence);
+        let i = s.position(Sender::File(fenced.id())).ok_or(EINVAL)?;
+        assert!(matches!(
+            s.messages[i].outcome,
+            Some(Outcome::Failed(e)) if e == ENODEV
+        ));
+        assert_eq!(
+            s.enqueue(Sender::File(late.id()), None, &request),
+            Err(ENODEV)
+        );
+        assert!(s.position(Sender::File(late.id())).is_none());
+        s.enqueue(Sender::File(survivor.id()), None, &request)?;
+        s.enqueue(Sender::Kernel(0), None, &request)?;
+        assert_eq!(s.messages.len(), 3);
         Ok(())
     }
 
