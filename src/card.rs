@@ -132,6 +132,12 @@ pub(crate) struct Card {
     /// the arbiter's mutex is taken for the files it lists.
     #[pin]
     openers: Mutex<KVec<Opener>>,
+    /// The cards whose DMA maps a BAR of this one (MAP_PEER_BAR), whose
+    /// mappings of it go when this card is unbound
+    /// ([`Card::revoke_peer_mappings`]). Taken alone; emptied at unbind,
+    /// which breaks the reference cycle two cards mapping each other make.
+    #[pin]
+    mapped_by: Mutex<KVec<Arc<Card>>>,
 }
 
 struct Opener {
@@ -174,6 +180,7 @@ impl Card {
             resetting <- new_mutex!(()),
             powerdown <- new_delayed_work!("Card::powerdown"),
             openers <- new_mutex!(KVec::new()),
+            mapped_by <- new_mutex!(KVec::new()),
         }))
     }
 
@@ -198,6 +205,39 @@ impl Card {
         // bus next (`EnabledDevice`, src/driver.rs), then devres frees the
         // buffers the regions reached.
         self.dma.quiesce(&self.memory);
+        // After the arbiter marked the card gone: see `map_peer_bar`.
+        self.revoke_peer_mappings();
+    }
+
+    /// The identity of this card in other cards' peer mappings of its BARs
+    /// (its address: a card is freed only after its unbind revoked them).
+    pub(crate) fn peer_id(&self) -> usize {
+        core::ptr::from_ref(self) as usize
+    }
+
+    /// Records that `user`'s DMA is about to map a BAR of this card, so
+    /// that this card's unbind revokes the mapping. `ENODEV` once the card
+    /// is gone (its unbind may have revoked the other cards' mappings
+    /// already).
+    pub(crate) fn add_peer_user(&self, user: &Arc<Card>) -> Result {
+        let mut users = self.mapped_by.lock();
+        if self.is_gone() {
+            return Err(ENODEV);
+        }
+        if !users.iter().any(|u| Arc::ptr_eq(u, user)) {
+            users.push(user.clone(), GFP_KERNEL)?;
+        }
+        Ok(())
+    }
+
+    /// The card is being unbound and its BARs released next: no other card
+    /// keeps a DMA mapping of them. A MAP_PEER_BAR racing with this checks
+    /// [`Card::is_gone`] after its mapping is listed, and undoes it.
+    fn revoke_peer_mappings(&self) {
+        let users = core::mem::take(&mut *self.mapped_by.lock());
+        for user in users.iter() {
+            user.dma.revoke_peer(self.peer_id());
+        }
     }
 
     /// Records that the calling process opened the file `owner`.

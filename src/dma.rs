@@ -121,6 +121,8 @@ struct Pin {
 
 struct Peer {
     owner: OwnerId,
+    /// The card whose BAR it maps ([`crate::card::Card::peer_id`]).
+    peer: usize,
     mapping: PeerMapping,
 }
 
@@ -594,13 +596,15 @@ impl CardDma {
         }
     }
 
-    /// MAP_PEER_BAR: maps `len` bytes of `range` (another card's BAR) from
-    /// `offset` for this card's DMA, for `owner`; its bus address. The
-    /// mapping lives until the file is closed or the card unbound (there
-    /// is no command to unmap it, as in tt-kmd 2.10).
+    /// MAP_PEER_BAR: maps `len` bytes of `range` (a BAR of the card
+    /// `peer`) from `offset` for this card's DMA, for `owner`; its bus
+    /// address. The mapping lives until the file is closed, this card is
+    /// unbound, or the peer is ([`CardDma::revoke_peer`]; there is no
+    /// command to unmap it, as in tt-kmd 2.10).
     pub(crate) fn map_peer(
         &self,
         owner: OwnerId,
+        peer: usize,
         range: &IoRange,
         offset: u64,
         len: u64,
@@ -609,9 +613,28 @@ impl CardDma {
             state.peers.reserve(1, GFP_KERNEL)?;
             let mapping = PeerMapping::map(dev, range, offset, len)?;
             let address = mapping.dma_address();
-            state.peers.push(Peer { owner, mapping }, GFP_KERNEL)?;
+            state.peers.push(
+                Peer {
+                    owner,
+                    peer,
+                    mapping,
+                },
+                GFP_KERNEL,
+            )?;
             Ok(address)
         })
+    }
+
+    /// The card `peer` is being unbound: every mapping of its BARs for
+    /// this card's DMA goes, so that the card reaches none of them once
+    /// they are released (another driver, vfio-pci for a guest, may take
+    /// them). tt-kmd 2.10 keeps them until the mapping file closes.
+    /// Unmapping takes no lock of the mm: done under the mutex.
+    pub(crate) fn revoke_peer(&self, peer: usize) {
+        let _ = self.with(|_, state| {
+            state.peers.retain(|p| p.peer != peer);
+            Ok(())
+        });
     }
 
     /// Undoes [`CardDma::map_peer`] of the mapping at `address` (its answer

@@ -1051,12 +1051,21 @@ impl OpenFile {
         };
         let range = peer.memory.bar_range(resource).ok_or(EINVAL)?;
         let owner = self.owner.id();
+        // The peer's unbind revokes this card's mappings of its BARs. It
+        // marks the peer gone first: a mapping listed after the revocation
+        // sees that below and is undone.
+        peer.add_peer_user(&self.card)?;
         let address = self.card.dma.map_peer(
             owner,
+            peer.peer_id(),
             &range,
             r.peer_bar_offset.into(),
             r.peer_bar_length.into(),
         )?;
+        if peer.is_gone() {
+            self.card.dma.unmap_peer(owner, address);
+            return Err(ENODEV);
+        }
         let answer = MapPeerBarOut {
             dma_address: address,
             reserved: 0,

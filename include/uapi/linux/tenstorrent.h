@@ -670,10 +670,11 @@ struct tenstorrent_reset_device {
  * peer_bar_offset of PCI resource peer_bar_index (0, 2 or 4: the BARs) of
  * another card of the same chip, open in this process as peer_fd, for this
  * card's DMA; dma_address is the bus address. The mapping lives until this
- * file is closed or the card unbound. EINVAL for flags, an index >= 17 or
- * of no BAR, a zero length or a range past the BAR, a descriptor that is
- * not a card's file, the same card, a card of another chip; EBADF for a
- * descriptor that is not open. The kernel reads only `in`.
+ * file is closed, the card unbound or the peer unbound. EINVAL for flags,
+ * an index >= 17 or of no BAR, a zero length or a range past the BAR, a
+ * descriptor that is not a card's file, the same card, a card of another
+ * chip; EBADF for a descriptor that is not open; ENODEV once the peer is
+ * unbound. The kernel reads only `in`.
  */
 struct tenstorrent_map_peer_bar_in {
 	__u32 peer_fd;

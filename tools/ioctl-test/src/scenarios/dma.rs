@@ -10,7 +10,7 @@
 use std::io;
 use std::os::fd::AsRawFd;
 
-use tt_arbiter::abi;
+use tt_arbiter::{abi, Device};
 
 use crate::card::{hex, Control, Mmio};
 use crate::util::*;
@@ -1086,6 +1086,52 @@ pub fn map_peer_bar_between_cards() -> TestResult {
     }
     ensure!(mapped > 0, "no BAR of card 1 could be mapped for card 0");
     expect_usage(1, &["peer_mappings=0"], "card 1 (the peer)")?;
+    drop(a);
+    expect_usage(0, &["peer_mappings=0"], "after close")
+}
+
+/// A peer's unbind takes its BARs away from the other cards' DMA: card 0's
+/// mapping of a BAR of card 1 (MAP_PEER_BAR) is unmapped when card 1 is
+/// unbound, while card 0's file that made it stays open, so that card 0
+/// reaches none of a BAR that another driver (vfio-pci for a guest) may
+/// take next; a later MAP_PEER_BAR through the unbound peer's file is
+/// ENODEV. tt-kmd 2.10 keeps such mappings until the mapping file closes;
+/// seen failing so (peer_mappings=1 after the unbind) before the unbind
+/// revoked them. On cards of two chips (the default pair) MAP_PEER_BAR is
+/// EINVAL and there is nothing to revoke.
+pub fn map_peer_bar_revoked_at_peer_unbind() -> TestResult {
+    let a = open(0)?;
+    let b = open(1)?;
+    let map = |b: &Device, index: u32| -> io::Result<u64> {
+        let mut arg = abi::MapPeerBar::default();
+        arg.input.peer_fd = b.as_raw_fd() as u32;
+        arg.input.peer_bar_index = index;
+        arg.input.peer_bar_offset = 0;
+        arg.input.peer_bar_length = PAGE as u32;
+        ioctl(&a, abi::IOCTL_MAP_PEER_BAR, &mut arg)?;
+        Ok(arg.output.dma_address)
+    };
+    if card_ids(1) != card_ids(0) {
+        return expect_errno(map(&b, 0), libc::EINVAL, "a card of another chip");
+    }
+    // Without an IOMMU a Wormhole reaches 32 bits: a BAR above is ENOMEM.
+    let index = [0u32, 2, 4]
+        .into_iter()
+        .find(|&index| map(&b, index).is_ok())
+        .ok_or("no BAR of card 1 could be mapped for card 0")?;
+    expect_usage(0, &["peer_mappings=1"], "after MAP_PEER_BAR")?;
+    let bdf1 = bdf(1)?;
+    sysfs_write("/sys/bus/pci/drivers/tenstorrent/unbind", &bdf1)?;
+    let outcome = expect_usage(0, &["peer_mappings=0"], "after the peer's unbind").and_then(|()| {
+        expect_errno(
+            map(&b, index),
+            libc::ENODEV,
+            "MAP_PEER_BAR through the unbound peer's file",
+        )
+    });
+    sysfs_write("/sys/bus/pci/drivers/tenstorrent/bind", &bdf1)?;
+    wait_path(&node(1), true)?;
+    outcome?;
     drop(a);
     expect_usage(0, &["peer_mappings=0"], "after close")
 }

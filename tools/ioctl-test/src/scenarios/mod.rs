@@ -157,6 +157,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "dma/crash_storm" => dma::crash_storm, 300;
     "dma/map_peer_bar_refusals" => dma::map_peer_bar_refusals;
     "dma/map_peer_bar_between_cards" => dma::map_peer_bar_between_cards;
+    "dma/map_peer_bar_revoked_at_peer_unbind" => dma::map_peer_bar_revoked_at_peer_unbind;
     "dma/unbind_frees_buffers_and_pins" => dma::unbind_frees_buffers_and_pins;
     "release/noc_cleanup_after_kill" => release::noc_cleanup_after_kill;
     "release/noc_cleanup_cleared_and_refusals" => release::noc_cleanup_cleared_and_refusals;
