@@ -13,7 +13,10 @@
 //! Every lock of the driver, outermost first: a lock is only taken with
 //! none held below it in this list. Apart from the registry's `CARDS`,
 //! every lock belongs to one card, and none of one card is taken under
-//! another's (MAP_PEER_BAR reads the peer's BAR range, under no lock).
+//! another's: MAP_PEER_BAR reads the peer's BAR range under no lock and
+//! records its card in the peer's `Card::mapped_by` (alone) before it
+//! takes its own DMA state (7); a card's unbind empties its `mapped_by`,
+//! then takes each mapping card's DMA state (7) holding none of its own.
 //!
 //! 1. `mmap_lock` (the kernel's): held around the driver's mmap and fault
 //!    handlers, which take 3, 4, 5 and 7 under it. So nothing of the
@@ -54,6 +57,7 @@
 //!
 //! Taken alone, with nothing nested inside: `Card::openers` (released
 //! before the arbiter's state is taken for the files it lists),
+//! `Card::mapped_by` (the cards mapping this one's BARs, src/card.rs),
 //! `CardMemory::bar_vmas`, `Telemetry::places` (the table is read before
 //! it is taken), `NocCleanups::entries`, the open gate's state
 //! (src/open_gate.rs) and the registry's `CARDS` (src/registry.rs).
