@@ -52,7 +52,8 @@ use kernel::{
     sync::Arc, //
 };
 
-const VENDOR_TENSTORRENT: u16 = 0x1e52;
+/// Tenstorrent's PCI vendor id.
+pub(crate) const VENDOR_TENSTORRENT: u16 = 0x1e52;
 const DEVICE_GRAYSKULL: u16 = 0xfaca;
 const DEVICE_WORMHOLE: u16 = 0x401e;
 const DEVICE_BLACKHOLE: u16 = 0xb140;

@@ -47,6 +47,7 @@ use crate::{
     arbiter::OwnerId,
     arc::Firmware,
     card::Card,
+    driver::VENDOR_TENSTORRENT,
     rust_ext::{
         bound::WhileBound,
         pci::{
@@ -81,7 +82,6 @@ pub(crate) const RESET_ASIC: u32 = 4;
 pub(crate) const RESET_ASIC_DMC: u32 = 5;
 pub(crate) const RESET_POST_RESET: u32 = 6;
 
-const VENDOR_TENSTORRENT: u16 = 0x1e52;
 const PCI_COMMAND: usize = 0x04;
 /// The Command register's Parity Error Response bit: tt-kmd's reset marker.
 const PCI_COMMAND_PARITY: u16 = 1 << 6;
