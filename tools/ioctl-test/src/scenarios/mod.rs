@@ -131,6 +131,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "reliability/unbind_rebind_under_load" => reliability::unbind_rebind_under_load, 900;
     "reliability/module_reload" => reliability::module_reload, 900;
     "reliability/dma_limits_per_card" => reliability::dma_limits_per_card, 300;
+    "reliability/allocation_failures" => reliability::allocation_failures, 600;
     "mapping/query_mappings_values" => mapping::query_mappings_values;
     "mapping/bars_uc_and_wc" => mapping::bars_uc_and_wc, 120;
     "mapping/windows_every_size" => mapping::windows_every_size, 180;

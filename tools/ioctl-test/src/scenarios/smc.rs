@@ -14,7 +14,7 @@ use tt_arbiter::abi;
 use crate::card::Control;
 use crate::util::*;
 
-const TEST: u32 = 0x90;
+pub(crate) const TEST: u32 = 0x90;
 const UNKNOWN: u32 = 0x02;
 
 /// SMC_MSG with `flags` and `message`: the result and what the kernel left

@@ -16,14 +16,14 @@ const UC: u64 = abi::MMAP_OFFSET_TLB_UC;
 const WC: u64 = abi::MMAP_OFFSET_TLB_WC;
 
 /// ALLOCATE_TLB (C driver command).
-fn alloc_compat(dev: &impl AsRawFd, size: u64) -> io::Result<abi::AllocateTlbOut> {
+pub(crate) fn alloc_compat(dev: &impl AsRawFd, size: u64) -> io::Result<abi::AllocateTlbOut> {
     let mut a = abi::AllocateTlb::default();
     a.input.size = size;
     ioctl(dev, abi::IOCTL_ALLOCATE_TLB, &mut a).map(|_| a.output)
 }
 
 /// FREE_TLB.
-fn free_compat(dev: &impl AsRawFd, id: u32) -> io::Result<i32> {
+pub(crate) fn free_compat(dev: &impl AsRawFd, id: u32) -> io::Result<i32> {
     let mut f = abi::FreeTlb::default();
     f.input.id = id;
     ioctl(dev, abi::IOCTL_FREE_TLB, &mut f)

@@ -8,6 +8,7 @@
 //! Names shared by the suites: `operations`, `kills`, `fuzz_inputs`,
 //! `rebinds`, `reloads`, `lost_locks`, `double_holders`.
 
+mod alloc_failures;
 mod fuzz;
 mod fuzz_mmap;
 mod scale;
@@ -25,6 +26,7 @@ use tt_arbiter::{abi, Device};
 
 use crate::util::*;
 
+pub use alloc_failures::allocation_failures;
 pub use fuzz::{corpus_replay, fuzz_ioctls};
 pub use fuzz_mmap::fuzz_mmaps;
 pub use scale::{thousand_waiters_64_locks, thousand_waiters_one_lock, thousands_of_files};
