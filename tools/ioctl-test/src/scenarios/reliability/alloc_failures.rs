@@ -118,6 +118,15 @@ impl FailNth {
         self.injected = Some(left == 0);
         Ok(())
     }
+
+    /// Runs `command` armed: [`Self::arm`] right before, [`Self::done`]
+    /// right after.
+    fn around<T>(&mut self, command: impl FnOnce() -> T) -> Result<T, String> {
+        self.arm()?;
+        let got = command();
+        self.done()?;
+        Ok(got)
+    }
 }
 
 /// What the card shows of everything a file can hold.
@@ -140,11 +149,12 @@ fn snapshot(n: u32, probe: &Device) -> Result<String, String> {
 }
 
 /// Runs `op` with its 1st, 2nd, ... allocation failed until a run reaches
-/// no such allocation. `op` sets up what the command needs, arms the
-/// `FailNth` right before the command and calls `done` right after it,
-/// then undoes what it set up; it returns the command's result. A failed allocation must give `ENOMEM` (`ENFILE` for
-/// an open) or, where the driver falls back, what the command gives
-/// without failure (`natural`); a run without failure must give `natural`.
+/// no such allocation. `op` sets up what the command needs, runs the
+/// command through [`FailNth::around`], then undoes what it set up; it
+/// returns the command's result. A failed allocation must give `ENOMEM`
+/// (`ENFILE` for an open) or, where the driver falls back, what the
+/// command gives without failure (`natural`); a run without failure must
+/// give `natural`.
 /// After each run, with what it created released, the card must show what
 /// it showed before. Returns how many allocation points the path had.
 fn sweep(
@@ -233,18 +243,14 @@ pub fn allocation_failures() -> TestResult {
         points.push((
             "open",
             sweep(n, "open", None, |f| {
-                f.arm()?;
-                let r = Device::open(&path);
-                f.done()?;
+                let r = f.around(|| Device::open(&path))?;
                 Ok(r.map(drop))
             })?,
         ));
         points.push((
             "ALLOCATE_TLB",
             sweep(n, "ALLOCATE_TLB", None, |f| {
-                f.arm()?;
-                let r = alloc_compat(&d, 2 << 20);
-                f.done()?;
+                let r = f.around(|| alloc_compat(&d, 2 << 20))?;
                 if let Ok(w) = &r {
                     expect_ok(free_compat(&d, w.id), "FREE_TLB")?;
                 }
@@ -255,9 +261,7 @@ pub fn allocation_failures() -> TestResult {
             "EXPORT_TLB_DMABUF",
             sweep(n, "EXPORT_TLB_DMABUF", None, |f| {
                 let w = ctx(alloc_compat(&d, 2 << 20), "ALLOCATE_TLB")?;
-                f.arm()?;
-                let r = export(&d, w.id, 0, 0);
-                f.done()?;
+                let r = f.around(|| export(&d, w.id, 0, 0))?;
                 // Closing the export gives the window back to the file.
                 let r = r.map(drop);
                 expect_ok(free_compat(&d, w.id), "FREE_TLB")?;
@@ -268,9 +272,7 @@ pub fn allocation_failures() -> TestResult {
             "ALLOCATE_DMA_BUF",
             sweep(n, "ALLOCATE_DMA_BUF", None, |f| {
                 let e = open(n)?;
-                f.arm()?;
-                let r = allocate_buffer(&e, 0, 8192);
-                f.done()?;
+                let r = f.around(|| allocate_buffer(&e, 0, 8192))?;
                 Ok(r.map(drop))
             })?,
         ));
@@ -281,9 +283,7 @@ pub fn allocation_failures() -> TestResult {
                 // One page: without an IOMMU a pin must be physically
                 // contiguous, which two pages need not be (EINVAL).
                 let pinned = Shared::new(page_size())?;
-                f.arm()?;
-                let r = pin_pages(&e, pinned.addr(), page_size() as u64);
-                f.done()?;
+                let r = f.around(|| pin_pages(&e, pinned.addr(), page_size() as u64))?;
                 drop(e);
                 Ok(r.map(drop))
             })?,
@@ -295,9 +295,7 @@ pub fn allocation_failures() -> TestResult {
             "ACQUIRE (queued, timed out)",
             sweep(n, "ACQUIRE", Some(libc::ETIMEDOUT), |f| {
                 let deadline = now_ns() + 2_000_000;
-                f.arm()?;
-                let r = acquire(&d, LOCK, abi::LOCK_DEADLINE, deadline).0;
-                f.done()?;
+                let r = f.around(|| acquire(&d, LOCK, abi::LOCK_DEADLINE, deadline).0)?;
                 Ok(r.map(drop))
             })?,
         ));
@@ -307,9 +305,7 @@ pub fn allocation_failures() -> TestResult {
             "SMC_MSG POST",
             sweep(n, "SMC_MSG POST", None, |f| {
                 let e = open(n)?;
-                f.arm()?;
-                let r = post(&e, TEST, 7);
-                f.done()?;
+                let r = f.around(|| post(&e, TEST, 7))?;
                 if r.is_ok() {
                     expect_ok(smc_wait(&e, 0, 0).0, "SMC_WAIT")?;
                 }
@@ -321,9 +317,7 @@ pub fn allocation_failures() -> TestResult {
             sweep(n, "close of a file holding one of everything", None, |f| {
                 let e = open(n)?;
                 let pinned = fill(&e, n)?;
-                f.arm()?;
-                drop(e);
-                f.done()?;
+                f.around(|| drop(e))?;
                 drop(pinned);
                 consume_mark(&d);
                 Ok(Ok(()))
