@@ -343,6 +343,11 @@ fn read_views(i: u32) -> TestResult {
             .map(drop)
             .map_err(|e| format!("pids of card 0: {e}")),
         Err(e) if vanished(&e) => Ok(()),
+        // procfs itself answers EIO to a read of an entry removed after
+        // the open (fs/proc/inode.c, proc_reg_read_iter: use_pde fails):
+        // the card was unbound between this open and its read. The
+        // driver's show callback has no error to give.
+        Err(e) if e.raw_os_error() == Some(libc::EIO) => Ok(()),
         Err(e) => Err(format!("/proc/driver/tenstorrent/0/pids: {e}")),
     }
 }
