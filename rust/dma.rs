@@ -287,9 +287,8 @@ impl PinnedRange {
     /// Pins the `count` pages of the calling process from `start` (page
     /// aligned), writable unless `read_only`. `ENOMEM` past the caller's
     /// `RLIMIT_MEMLOCK` (unless it has `CAP_IPC_LOCK`), for its process or
-    /// for its user's pins in all, `EFAULT` (or what GUP answers) for
-    /// addresses that are not mapped, `EINVAL` if only some pages could be
-    /// pinned.
+    /// for its user's pins in all, `EFAULT` (or what GUP answers) when a
+    /// page of the range cannot be pinned (nothing stays pinned then).
     pub(crate) fn pin(start: usize, count: usize, read_only: bool) -> Result<Self> {
         let current = kernel::current!();
         let mm: ARef<Mm> = ARef::from(&**current.mm().ok_or(EFAULT)?);
@@ -302,28 +301,50 @@ impl PinnedRange {
             // SAFETY: `count` pages were charged to `mm` above.
             unsafe { bindings::account_locked_vm(mm.as_raw(), c_count, false) };
         };
-        let mut pages = match KVVec::with_capacity(count, GFP_KERNEL) {
+        let mut pages: KVVec<*mut c_void> = match KVVec::with_capacity(count, GFP_KERNEL) {
             Ok(pages) => pages,
             Err(e) => {
                 uncharge(&mm);
                 return Err(e.into());
             }
         };
-        // SAFETY: `pages` has room for `count` pointers; the pages pinned
-        // are the current process's.
-        let pinned =
-            unsafe { tt_pin_user_pages(start as c_ulong, c_count, !read_only, pages.as_mut_ptr()) };
-        let pinned = usize::try_from(pinned).map_err(|_| {
-            uncharge(&mm);
-            Error::from_errno(pinned as i32)
-        })?;
-        // SAFETY: the first `pinned` entries were written by the call.
-        unsafe { pages.inc_len(pinned) };
-        if pinned != count {
+        // GUP pins fewer pages than asked when it meets a page it cannot
+        // pin (unmapped, PROT_NONE, a PFN mapping) after pinning some: ask
+        // again from there, which pins nothing and answers why (`EFAULT`
+        // for a hole), so the caller learns the reason rather than an
+        // `EINVAL` it cannot act on (tt-kmd answers `EINVAL`).
+        while pages.len() < count {
+            let done = pages.len();
+            let at = start + (done << PAGE_SHIFT);
+            let rest = count - done;
+            // SAFETY: `pages` has room for `count` pointers, `done` of them
+            // written: the call writes at most `rest` more after them. The
+            // pages pinned are the current process's.
+            let pinned = unsafe {
+                tt_pin_user_pages(
+                    at as c_ulong,
+                    rest as c_ulong,
+                    !read_only,
+                    pages.as_mut_ptr().add(done),
+                )
+            };
+            let error = match usize::try_from(pinned) {
+                // GUP pins at least one page or answers an error; zero is
+                // not expected, and is not progress.
+                Ok(0) => EFAULT,
+                Ok(pinned) => {
+                    // SAFETY: the call wrote `pinned` entries after the
+                    // first `done`, never more than the `rest` it was
+                    // asked for.
+                    unsafe { pages.inc_len(pinned.min(rest)) };
+                    continue;
+                }
+                Err(_) => Error::from_errno(pinned as i32),
+            };
             // SAFETY: these pages were pinned above and are unpinned once.
-            unsafe { tt_unpin_user_pages(pages.as_mut_ptr(), pinned as c_ulong, false) };
+            unsafe { tt_unpin_user_pages(pages.as_mut_ptr(), done as c_ulong, false) };
             uncharge(&mm);
-            return Err(EINVAL);
+            return Err(error);
         }
         // INVARIANT: pinned and charged above.
         Ok(Self {

@@ -490,7 +490,8 @@ struct tenstorrent_tlb_allocate {
  * physically contiguous without an IOMMU, one IOVA range with one; EINVAL
  * otherwise) and, from 16 bytes, `noc_address` (0 without NOC_DMA).
  * NOC_TOP_DOWN implies NOC_DMA. READ_ONLY needs an IOMMU (EOPNOTSUPP).
- * EEXIST if the file pinned the same range already. UNPIN_PAGES unpins
+ * EEXIST if the file pinned the same range already; EFAULT if any page of
+ * the range is unmapped or PROT_NONE. UNPIN_PAGES unpins
  * the newest pin at `virtual_address`, whose size (cut to whole pages)
  * must be `size`: EINVAL otherwise. Close unpins everything of the file.
  */
