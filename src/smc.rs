@@ -68,21 +68,26 @@ use crate::{
         time::monotonic_ns, //
     },
     wait::{
-        self,
+        DefersWakeups,
+        Sleeper,
         Wait,
+        WakeMutex,
+        Wakeups,
         Woken, //
     },
 };
 use core::sync::atomic::{
+    AtomicBool,
     AtomicU32,
     Ordering, //
 };
 use kernel::{
-    new_mutex, new_poll_condvar,
+    new_condvar, new_mutex, new_poll_condvar,
     prelude::*,
     sync::{
         poll::PollCondVar,
-        Mutex, //
+        Arc,
+        CondVar, //
     },
     time::{
         delay::fsleep,
@@ -134,9 +139,38 @@ pub(crate) enum Outcome {
     Failed(Error),
 }
 
+/// Where the threads of a file that wait for its message in SMC_WAIT
+/// sleep: one per file message, so that an answer wakes the threads
+/// waiting for that message and nobody else's (a card-wide condition
+/// variable woke every waiting file at each answer, 31 of 32 for nothing).
+#[pin_data]
+struct SmcWaiter {
+    #[pin]
+    wake: CondVar,
+    /// Set by every wake-up sent to the message's waiters, taken by a
+    /// waiter when it returns from a sleep: a return without it was not a
+    /// wake-up sent to it ([`Woken::Stray`]).
+    rung: AtomicBool,
+}
+
+impl Sleeper for SmcWaiter {
+    fn condvar(&self) -> &CondVar {
+        &self.wake
+    }
+
+    fn wake(&self) {
+        // Before the notification: the waiter reads it once woken.
+        self.rung.store(true, Ordering::Release);
+        // Every thread of the file waiting for it.
+        self.wake.notify_all();
+    }
+}
+
 /// One message, from its post until its sender collects it.
 struct Message {
     sender: Sender,
+    /// A file's message: where its SMC_WAIT threads sleep.
+    waiter: Option<Arc<SmcWaiter>>,
     /// The process that posted it, for sysfs (none for the driver's own).
     requester: Option<Requester>,
     request: ArcMessage,
@@ -185,6 +219,10 @@ pub(crate) struct Counters {
     /// Total and longest time from post to response of the answered ones.
     pub(crate) latency_total_ns: u64,
     pub(crate) latency_max_ns: u64,
+    /// Wake-ups sent to an SMC_WAIT thread whose message was not done and
+    /// still there: none is meant to happen (each message wakes only its
+    /// own waiters, when it is done or gone).
+    pub(crate) spurious_wakeups: u64,
 }
 
 /// One outstanding message as sysfs shows it.
@@ -220,6 +258,16 @@ struct State {
     /// (dropped after a reset, a timeout, an error, or when its pointers
     /// are not as the driver left them: then it is looked up again).
     queue: Option<Queue>,
+    /// The SMC_WAIT threads to wake once the mutex is released: those of
+    /// each message that got done or went away under it.
+    wakeups: Wakeups<SmcWaiter>,
+}
+
+impl DefersWakeups for State {
+    type Waiter = SmcWaiter;
+    fn wakeups(&mut self) -> &mut Wakeups<SmcWaiter> {
+        &mut self.wakeups
+    }
 }
 
 impl State {
@@ -233,6 +281,15 @@ impl State {
             fence: Fence::default(),
             counters: Counters::default(),
             queue: None,
+            wakeups: Wakeups::new(),
+        }
+    }
+
+    /// Message `i` got done or is about to go: its SMC_WAIT threads are
+    /// woken once the mutex is released.
+    fn wake_waiters(&mut self, i: usize) {
+        if let Some(waiter) = self.messages.get(i).and_then(|m| m.waiter.clone()) {
+            self.wakeups.push(waiter);
         }
     }
 
@@ -274,6 +331,7 @@ impl State {
     fn hw_error_in_flight(&mut self, holds: bool) {
         if let Some(i) = self.in_flight() {
             self.messages[i].outcome = Some(Outcome::Answered(HW_ERROR_RESPONSE));
+            self.wake_waiters(i);
             self.counters.firmware_errors += 1;
             if holds {
                 self.orphans = self.orphans.saturating_add(1);
@@ -281,11 +339,12 @@ impl State {
         }
     }
 
-    /// Queues `request` of `sender` at the tail, counted as posted.
-    /// `ENODEV` once the card is gone.
+    /// Queues `request` of `sender` at the tail, counted as posted, with
+    /// the `waiter` of a file's message. `ENODEV` once the card is gone.
     fn enqueue(
         &mut self,
         sender: Sender,
+        waiter: Option<Arc<SmcWaiter>>,
         requester: Option<Requester>,
         request: &ArcMessage,
     ) -> Result {
@@ -300,6 +359,7 @@ impl State {
         self.messages.push(
             Message {
                 sender,
+                waiter,
                 requester,
                 request: *request,
                 posted_ns: monotonic_ns(),
@@ -316,7 +376,10 @@ impl State {
         self.messages.iter().position(|m| m.sender == sender)
     }
 
+    /// Forgets message `i`; another thread of its file waiting for it
+    /// wakes to find it gone.
     fn remove(&mut self, i: usize) -> Option<Message> {
+        self.wake_waiters(i);
         self.messages.remove(i).ok()
     }
 
@@ -339,6 +402,7 @@ impl State {
             if error == ETIMEDOUT {
                 self.counters.timeouts += 1;
             }
+            self.wake_waiters(i);
         }
     }
 
@@ -374,12 +438,14 @@ impl State {
             self.counters.orphans_dropped += 1;
             return;
         }
-        let Some(m) = self.messages.iter_mut().find(|m| m.is_in_flight()) else {
+        let Some(i) = self.in_flight() else {
             // Nothing of ours was outstanding: stale (from before the
             // driver bound, say).
             self.counters.orphans_dropped += 1;
             return;
         };
+        self.wake_waiters(i);
+        let m = &mut self.messages[i];
         m.outcome = Some(Outcome::Answered(response));
         let latency = u64::try_from(now - m.posted_ns).unwrap_or(0);
         self.counters.completed += 1;
@@ -395,9 +461,12 @@ impl State {
 #[pin_data]
 pub(crate) struct SmcQueue {
     #[pin]
-    state: Mutex<State>,
-    /// Notified whenever a message is done: files sleeping in `poll(2)` or
-    /// the blocking wait look whether theirs is.
+    state: WakeMutex<State>,
+    /// Notified whenever a message is done or the card goes: files
+    /// sleeping in `poll(2)` look whether theirs is. (The blocking wait
+    /// sleeps on its message's own [`SmcWaiter`]; `poll(2)` cannot: epoll
+    /// keeps a file's wait queue registered until the file is closed, so it
+    /// must live as long as the card.)
     #[pin]
     ready: PollCondVar,
     /// The per-message deadline, in milliseconds.
@@ -407,7 +476,7 @@ pub(crate) struct SmcQueue {
 impl SmcQueue {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
-            state <- new_mutex!(State::new()),
+            state <- WakeMutex::new(new_mutex!(State::new())),
             ready <- new_poll_condvar!("SmcQueue::ready"),
             timeout_ms: AtomicU32::new(MSG_TIMEOUT_MS),
         })
@@ -444,6 +513,13 @@ impl SmcQueue {
         kick: impl FnOnce(),
     ) -> Result {
         let sender = Sender::File(owner);
+        let waiter = Arc::pin_init(
+            pin_init!(SmcWaiter {
+                wake <- new_condvar!("tenstorrent_smc_waiter"),
+                rung: AtomicBool::new(false),
+            }),
+            GFP_KERNEL,
+        )?;
         let mut state = self.state.lock();
         if state.gone {
             return Err(ENODEV);
@@ -451,7 +527,7 @@ impl SmcQueue {
         if state.position(sender).is_some() {
             return Err(EBUSY);
         }
-        state.enqueue(sender, Some(Requester::current()), request)?;
+        state.enqueue(sender, Some(waiter), Some(Requester::current()), request)?;
         self.advance_locked(&mut state, firmware);
         if let Some(i) = state.position(sender) {
             if let Some(Outcome::Failed(e)) = state.messages[i].outcome {
@@ -496,19 +572,29 @@ impl SmcQueue {
     /// already; [`Wait::Try`] is `EAGAIN`).
     pub(crate) fn wait(&self, owner: OwnerId, wait: Wait) -> Result<Outcome> {
         let sender = Sender::File(owner);
-        let mut state = self.state.lock();
-        if state.position(sender).is_none() {
+        let state = self.state.lock();
+        let Some(waiter) = state
+            .position(sender)
+            .and_then(|i| state.messages[i].waiter.clone())
+        else {
             return Err(ESRCH);
-        }
-        wait::wait_until(&self.ready, &mut state, wait, |state, woken| {
+        };
+        let (_state, outcome) = state.wait_until(&waiter.wake, wait, |state, woken| {
+            // Whether a wake-up was sent to this message's waiters since
+            // the last look (a return from a sleep without one is stray).
+            let rung = woken.is_some() && waiter.rung.swap(false, Ordering::Acquire);
             // A done message always wins over a signal or a deadline that
             // came at the same time.
             if let Some(outcome) = Self::take(state, sender) {
                 return Some(Ok(outcome));
             }
             if state.position(sender).is_none() {
-                // Abandoned by another thread of the file meanwhile.
+                // Abandoned or collected by another thread of the file
+                // meanwhile.
                 return Some(Err(ESRCH));
+            }
+            if woken == Some(Woken::Notified) && rung {
+                state.counters.spurious_wakeups += 1;
             }
             match woken {
                 None if wait == Wait::Try => Some(Err(EAGAIN)),
@@ -517,7 +603,8 @@ impl SmcQueue {
                 Some(Woken::Deadline) => Some(Err(ETIMEDOUT)),
                 _ => None,
             }
-        })
+        });
+        outcome
     }
 
     /// ABANDON from the file `owner` (and its close): forgets its message;
@@ -559,7 +646,7 @@ impl SmcQueue {
         let sender = {
             let mut state = self.state.lock();
             let sender = Sender::Kernel(state.next_ticket);
-            state.enqueue(sender, None, request)?;
+            state.enqueue(sender, None, None, request)?;
             state.next_ticket += 1;
             sender
         };
@@ -597,7 +684,7 @@ impl SmcQueue {
     pub(crate) fn post_kernel(&self, request: &ArcMessage, kick: impl FnOnce()) -> Result<u64> {
         let mut state = self.state.lock();
         let ticket = state.next_ticket;
-        state.enqueue(Sender::Kernel(ticket), None, request)?;
+        state.enqueue(Sender::Kernel(ticket), None, None, request)?;
         state.next_ticket += 1;
         kick();
         Ok(ticket)

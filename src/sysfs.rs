@@ -368,7 +368,8 @@ impl Card {
         writeln!(
             out,
             "posted={} completed={} firmware_errors={} abandoned={} timeouts={} \
-             orphans={} orphans_dropped={} latency_avg_us={} latency_max_us={} timeout_ms={}",
+             orphans={} orphans_dropped={} latency_avg_us={} latency_max_us={} timeout_ms={} \
+             spurious_wakeups={}",
             c.posted,
             c.completed,
             c.firmware_errors,
@@ -378,7 +379,8 @@ impl Card {
             c.orphans_dropped,
             average_us,
             c.latency_max_ns / 1000,
-            self.smc.timeout_ms()
+            self.smc.timeout_ms(),
+            c.spurious_wakeups
         )
     }
 

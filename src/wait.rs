@@ -54,24 +54,6 @@ impl Wait {
     }
 }
 
-/// Waits until `settle` says a queued request is done, and returns what
-/// it said. `settle(state, woken)` is asked first with `None`, before any
-/// sleep, then after every wake-up with why the waiter woke ([`sleep`]).
-pub(crate) fn wait_until<T: Unpin, B: Backend, R>(
-    wake: &CondVar,
-    guard: &mut Guard<'_, T, B>,
-    wait: Wait,
-    mut settle: impl FnMut(&mut T, Option<Woken>) -> Option<R>,
-) -> R {
-    let mut woken = None;
-    loop {
-        if let Some(settled) = settle(guard, woken) {
-            return settled;
-        }
-        woken = Some(sleep(wake, guard, wait));
-    }
-}
-
 /// Why a queued request ended without a grant.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Ended {
@@ -325,7 +307,10 @@ impl<'a, S: DefersWakeups + Unpin> WakeGuard<'a, S> {
         (self, woken)
     }
 
-    /// [`wait_until`] with this mutex: the sleeps are [`WakeGuard::sleep`].
+    /// Waits until `settle` says a queued request is done, and returns
+    /// what it said, with the mutex held. `settle(state, woken)` is asked
+    /// first with `None`, before any sleep, then after every return from
+    /// [`WakeGuard::sleep`] with why the waiter woke.
     pub(crate) fn wait_until<R>(
         mut self,
         wake: &CondVar,

@@ -21,6 +21,7 @@ mod tests {
     fn message(ticket: u64, sent: bool) -> Message {
         Message {
             sender: Sender::Kernel(ticket),
+            waiter: None,
             requester: None,
             request: [0x90, ticket as u32, 0, 0, 0, 0, 0, 0],
             posted_ns: 0,
@@ -124,7 +125,7 @@ mod tests {
         let survivor = owners.new_owner()?;
         let request = [0x90, 1, 0, 0, 0, 0, 0, 0];
         let mut s = state();
-        s.enqueue(Sender::File(fenced.id()), None, &request)?;
+        s.enqueue(Sender::File(fenced.id()), None, None, &request)?;
         let fence = owners.fence_all_but(survivor.id());
         s.fence(fence);
         let i = s.position(Sender::File(fenced.id())).ok_or(EINVAL)?;
@@ -133,12 +134,12 @@ mod tests {
             Some(Outcome::Failed(e)) if e == ENODEV
         ));
         assert_eq!(
-            s.enqueue(Sender::File(late.id()), None, &request),
+            s.enqueue(Sender::File(late.id()), None, None, &request),
             Err(ENODEV)
         );
         assert!(s.position(Sender::File(late.id())).is_none());
-        s.enqueue(Sender::File(survivor.id()), None, &request)?;
-        s.enqueue(Sender::Kernel(0), None, &request)?;
+        s.enqueue(Sender::File(survivor.id()), None, None, &request)?;
+        s.enqueue(Sender::Kernel(0), None, None, &request)?;
         assert_eq!(s.messages.len(), 3);
         Ok(())
     }

@@ -491,6 +491,11 @@ fn smc_metrics(e: &mut Exposition, dir: &Path, card: u32, readable: &mut Readabl
                 "tenstorrent_smc_timeouts_total",
                 "Messages the firmware did not answer in time.",
             ),
+            (
+                "spurious_wakeups",
+                "tenstorrent_smc_spurious_wakeups_total",
+                "SMC_WAIT threads woken while their message was neither done nor gone.",
+            ),
         ] {
             if let Some(v) = number(&m, key) {
                 e.counter(name, help, c(), v);
@@ -653,7 +658,7 @@ mod tests {
             "size=16777216 windows=10 kernel=0 free=10 waiters=0 exported=0 holders=\n",
         );
         w("sys/class/tenstorrent/tenstorrent!0/dma/usage", "buffers=2 buffer_bytes=8192 pins=1 pinned_pages=4 outbound_regions=3/16 peer_mappings=0 translated=0 buffer_limit_bytes=0 pinned_limit_pages=0\n");
-        w("sys/class/tenstorrent/tenstorrent!0/smc/counters", "posted=10 completed=9 firmware_errors=1 abandoned=0 timeouts=0 orphans=0 orphans_dropped=0 latency_avg_us=300 latency_max_us=2500 timeout_ms=1000\n");
+        w("sys/class/tenstorrent/tenstorrent!0/smc/counters", "posted=10 completed=9 firmware_errors=1 abandoned=0 timeouts=0 orphans=0 orphans_dropped=0 latency_avg_us=300 latency_max_us=2500 timeout_ms=1000 spurious_wakeups=0\n");
         w(
             "sys/class/tenstorrent/tenstorrent!0/smc/queue",
             "pid=4243 comm=smi type=0x90 state=sent age_ms=1\n",

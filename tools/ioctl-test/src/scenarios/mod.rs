@@ -176,6 +176,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "smc/killed_poster_and_abandon" => smc::killed_poster_and_abandon;
     "smc/fifo_across_files" => smc::fifo_across_files, 120;
     "smc/sysfs_view" => smc::sysfs_view;
+    "smc/wait_wakes_only_its_file" => smc::wait_wakes_only_its_file;
     "smc/unbind_and_reset_end_messages" => smc::unbind_and_reset_end_messages, 120;
     "smc/round_trip_accesses" => smc::round_trip_accesses;
     "smc/moved_queue_found_again" => smc::moved_queue_found_again;

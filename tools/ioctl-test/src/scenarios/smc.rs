@@ -637,6 +637,79 @@ pub fn fifo_across_files() -> TestResult {
     Ok(())
 }
 
+/// SMC_WAIT wakes only the threads waiting for the message that got done:
+/// eight files post while the firmware is silent, a thread of each sleeps
+/// in SMC_WAIT, then the firmware answers the eight one by one, 5 ms
+/// apart. Every
+/// thread gets its own answer and `spurious_wakeups` (a waiter woken while
+/// its message was neither done nor gone) does not move. Seen failing on a
+/// mutant whose answers woke every message's waiters (the card-wide
+/// condition variable the wait slept on before): spurious_wakeups moved by
+/// dozens.
+pub fn wait_wakes_only_its_file() -> TestResult {
+    const FILES: u32 = 8;
+    let n = 1u32;
+    let _timeout = Timeout::set(n, 600_000)?;
+    let hung = Hung::new(n as usize)?;
+    let files = (0..FILES).map(|_| open(n)).collect::<Result<Vec<_>, _>>()?;
+    for (k, file) in (0..).zip(&files) {
+        expect_ok(
+            post(file, TEST, 1000 + k),
+            "POST while the firmware is silent",
+        )?;
+    }
+    // Answers a few milliseconds apart once it speaks again (this emulator
+    // answers inside the doorbell otherwise, and the driver would collect
+    // all eight in one look).
+    let mut control = Control::open(n as usize)?;
+    control.command("arc-slow 5")?;
+    let before = counter(n, "spurious_wakeups")?;
+    let answers = std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiters: Vec<_> = files
+            .iter()
+            .map(|file| {
+                let tx = tx.clone();
+                s.spawn(move || {
+                    // SAFETY: plain syscall.
+                    let _ = tx.send(unsafe { libc::gettid() });
+                    smc_wait(file, 0, 0)
+                })
+            })
+            .collect();
+        // All asleep before the first answer, so that each answer could
+        // wake the others.
+        let asleep = (0..FILES).try_for_each(|_| {
+            rx.recv()
+                .map_err(|_| "no tid".to_string())
+                .and_then(wait_asleep_in_ioctl)
+        });
+        let resumed = asleep.and_then(|()| hung.resume());
+        let joined: Vec<_> = waiters
+            .into_iter()
+            .map(|t| t.join().map_err(|_| "waiter panicked".to_string()))
+            .collect();
+        resumed.map(|()| joined)
+    });
+    control.command("arc-slow 0")?;
+    for (k, answer) in (0..).zip(answers?) {
+        let (r, w) = answer?;
+        expect_ok(r, &format!("SMC_WAIT of file {k}"))?;
+        ensure_eq!(
+            (w.message[0], w.message[1]),
+            (0, 1000 + k + 1),
+            "file {k}: its own answer"
+        );
+    }
+    let after = counter(n, "spurious_wakeups")?;
+    ensure_eq!(
+        after - before,
+        0,
+        "SMC_WAIT threads woken while their message was not done"
+    );
+    Ok(())
+}
+
 /// Unbind and a fencing reset complete outstanding messages with ENODEV:
 /// a file sleeping in SMC_WAIT wakes with it; the card's later messages
 /// work. The waiters are asleep in the ioctl before the reset or unbind
