@@ -78,22 +78,24 @@ pub(crate) struct Bars {
 impl Bars {
     /// Requests BAR0, 2 and 4 of `pdev`, those it has, and maps the byte
     /// range `parts[n]` of RESOURCE`n` (clipped to the BAR; an empty one
-    /// maps nothing). A BAR that cannot be requested (another driver holds
-    /// it) is absent, for the kernel and for userspace's mmap alike.
-    pub(crate) fn map(pdev: &pci::Device<Bound>, parts: [Range<usize>; 3]) -> Self {
+    /// maps nothing). A BAR the function does not have is absent, for the
+    /// kernel and for userspace's mmap alike; one it has that cannot be
+    /// requested (`EBUSY`: another driver holds it) or mapped (`ENOMEM`)
+    /// fails the probe, as tt-kmd's does: a card with part of its
+    /// registers missing is no card to hand out.
+    pub(crate) fn map(pdev: &pci::Device<Bound>, parts: [Range<usize>; 3]) -> Result<Self> {
         let mut mapped = [None, None, None];
         let mut ranges = [None, None, None];
         let slots = mapped.iter_mut().zip(ranges.iter_mut());
         for ((slot, range), (bar, part)) in slots.zip(RESOURCE_BARS.into_iter().zip(parts)) {
-            let Ok(part) = BarPart::new(pdev, bar, part, c"tenstorrent") else {
+            if pdev.resource_len(bar)? == 0 {
                 continue;
-            };
-            *slot = Devres::new(pdev.as_ref(), part).ok();
-            if slot.is_some() {
-                *range = IoRange::of_bar(pdev, bar);
             }
+            let part = BarPart::new(pdev, bar, part, c"tenstorrent")?;
+            *slot = Some(Devres::new(pdev.as_ref(), part)?);
+            *range = IoRange::of_bar(pdev, bar);
         }
-        Self { mapped, ranges }
+        Ok(Self { mapped, ranges })
     }
 
     /// Runs `f` on the kernel's mapping of RESOURCE`resource` and the

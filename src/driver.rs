@@ -81,8 +81,8 @@ kernel::pci_device_table!(
 pub(crate) struct BoundCard<'bound> {
     // Fields drop in declaration order; the ordinal goes last.
     /// Quiesces the card's DMA when the system restarts (kexec included),
-    /// halts or powers off; `None` if it could not be registered.
-    _shutdown: Option<ShutdownHook<CardShutdown<'bound>>>,
+    /// halts or powers off.
+    _shutdown: ShutdownHook<CardShutdown<'bound>>,
     /// The card's sensors (src/telemetry.rs).
     _hwmon: Option<Registration<Card>>,
     _proc: CardProc,
@@ -237,7 +237,7 @@ impl pci::Driver for TenstorrentDriver {
         };
         let dma = CardDma::new(dev, layout.family, dma_capable, limits)?;
         let function = CardFunction::new(pdev)?;
-        let bars = Bars::map(pdev, mapping::kernel_bar_parts(&layout));
+        let bars = Bars::map(pdev, mapping::kernel_bar_parts(&layout))?;
         let windows = layout.total();
         let memory = CardMemory::new(bars, windows)?;
         let power = CardPower::new(
@@ -285,20 +285,12 @@ impl pci::Driver for TenstorrentDriver {
                 None
             }
         };
-        let shutdown = match ShutdownHook::new(CardShutdown {
+        // Not optional, unlike hwmon: without it a reboot or kexec leaves
+        // the card's DMA running into memory the next kernel reuses.
+        let shutdown = ShutdownHook::new(CardShutdown {
             card: card.clone(),
             pdev,
-        }) {
-            Ok(hook) => Some(hook),
-            Err(e) => {
-                dev_warn!(
-                    pdev,
-                    "no shutdown hook ({:?}): DMA is not stopped at reboot\n",
-                    e
-                );
-                None
-            }
-        };
+        })?;
         let proc = CardProc::new(ordinal.proc_root(), &card)?;
         let debugfs = CardDebugfs::new(ordinal.debug_root(), &card)?;
         dev_info!(

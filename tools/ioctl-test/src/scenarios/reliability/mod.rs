@@ -26,7 +26,7 @@ use tt_arbiter::{abi, Device};
 
 use crate::util::*;
 
-pub use alloc_failures::allocation_failures;
+pub use alloc_failures::{allocation_failures, probe_allocation_failures};
 pub use fuzz::{corpus_replay, fuzz_ioctls};
 pub use fuzz_mmap::fuzz_mmaps;
 pub use scale::{thousand_waiters_64_locks, thousand_waiters_one_lock, thousands_of_files};
