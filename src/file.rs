@@ -102,6 +102,10 @@ use kernel::{
     prelude::*,
     seq_file::SeqFile,
     sync::Arc,
+    transmute::{
+        AsBytes,
+        FromBytes, //
+    },
     uaccess::{
         UserPtr,
         UserSlice, //
@@ -373,12 +377,12 @@ impl Command {
             return None;
         }
         let (command, first_size) = match _IOC_NR(cmd) {
-            uapi::LOCK_ACQUIRE_NR => (Self::Acquire, LockAcquire::SIZE),
-            uapi::LOCK_ACQUIRE_SET_NR => (Self::AcquireSet, LockAcquireSet::SIZE),
-            uapi::LOCK_RELEASE_NR => (Self::Release, LockRelease::SIZE),
-            uapi::LOCK_QUERY_NR => (Self::Query, LockQuery::SIZE),
-            uapi::TLB_ALLOCATE_NR => (Self::TlbAllocate, TlbAllocate::SIZE),
-            uapi::SMC_WAIT_NR => (Self::SmcWait, SmcWait::SIZE),
+            uapi::LOCK_ACQUIRE_NR => (Self::Acquire, size_of::<LockAcquire>()),
+            uapi::LOCK_ACQUIRE_SET_NR => (Self::AcquireSet, size_of::<LockAcquireSet>()),
+            uapi::LOCK_RELEASE_NR => (Self::Release, size_of::<LockRelease>()),
+            uapi::LOCK_QUERY_NR => (Self::Query, size_of::<LockQuery>()),
+            uapi::TLB_ALLOCATE_NR => (Self::TlbAllocate, size_of::<TlbAllocate>()),
+            uapi::SMC_WAIT_NR => (Self::SmcWait, size_of::<SmcWait>()),
             _ => return None,
         };
         (_IOC_SIZE(cmd) >= first_size).then_some(command)
@@ -387,11 +391,15 @@ impl Command {
 
 /// Reads the `u32` at `addr`.
 fn read_u32(addr: usize) -> Result<u32> {
-    let mut bytes = [0u8; 4];
-    UserSlice::new(UserPtr::from_addr(addr), 4)
+    read_plain(addr)
+}
+
+/// Reads the `T` at `addr`: the argument of a command without `argsz`,
+/// whose size is fixed by its ABI.
+fn read_plain<T: FromBytes>(addr: usize) -> Result<T> {
+    UserSlice::new(UserPtr::from_addr(addr), size_of::<T>())
         .reader()
-        .read_slice(&mut bytes)?;
-    Ok(u32::from_ne_bytes(bytes))
+        .read()
 }
 
 /// Writes `answer` to `out` by the rule of the C driver's commands: the
@@ -411,8 +419,8 @@ fn write_sized_output(out: usize, output_size_bytes: u32, answer: &[u8]) -> Resu
 }
 
 /// Reads an argument in the extensible style (`argsz` first, then
-/// `flags`) into `bytes`, the kernel's struct, whose size is also the
-/// struct's first version's: every command that has `argsz`, ours and
+/// `flags`) as `T`, the kernel's struct, whose size is also the struct's
+/// first version's: every command that has `argsz`, ours and
 /// tt-kmd's (SET_NOC_CLEANUP, SET_POWER_STATE, NOC_READ, NOC_WRITE,
 /// SMC_MSG), goes through here, so all negotiate alike (tt-kmd 2.11's
 /// `copy_struct_from_user` rule), except EXPORT_TLB_DMABUF
@@ -424,17 +432,17 @@ fn write_sized_output(out: usize, output_size_bytes: u32, answer: &[u8]) -> Resu
 /// a newer program's struct with nothing set in what it added. An `argsz`
 /// above [`MAX_ARGSZ`] is `E2BIG` too. Flags and reserved fields are each
 /// command's to check.
-fn read_extensible(arg: usize, bytes: &mut [u8]) -> Result {
+fn read_extensible<T: FromBytes>(arg: usize) -> Result<T> {
     let argsz = read_u32(arg)?;
     if argsz > MAX_ARGSZ {
         return Err(E2BIG);
     }
     let argsz = usize::try_from(argsz)?;
-    if argsz < bytes.len() {
+    if argsz < size_of::<T>() {
         return Err(EINVAL);
     }
     let mut reader = UserSlice::new(UserPtr::from_addr(arg), argsz).reader();
-    reader.read_slice(bytes)?;
+    let value = reader.read()?;
     let mut tail = [0u8; 64];
     while !reader.is_empty() {
         let chunk = reader.len().min(tail.len());
@@ -443,29 +451,28 @@ fn read_extensible(arg: usize, bytes: &mut [u8]) -> Result {
             return Err(E2BIG);
         }
     }
-    Ok(())
+    Ok(value)
 }
 
-/// Reads an argument whose `argsz` must be exactly the kernel's struct
-/// size into `bytes`: EXPORT_TLB_DMABUF, which tt-kmd's argsz change (PR
+/// Reads an argument whose `argsz` must be exactly the size of `T`, the
+/// kernel's struct: EXPORT_TLB_DMABUF, which tt-kmd's argsz change (PR
 /// #277) left alone. tt-kmd refuses any other `argsz` with `EINVAL`, a
 /// larger one whose tail is zero included, and its test program checks
 /// that (dmabuf_export: one byte more is `EINVAL`); a program written for
 /// tt-kmd never passes anything else. `argsz` is read alone first, as in
 /// [`read_extensible`], so nothing past a wrong one is read.
-fn read_exact_argsz(arg: usize, bytes: &mut [u8]) -> Result {
-    if usize::try_from(read_u32(arg)?)? != bytes.len() {
+fn read_exact_argsz<T: FromBytes>(arg: usize) -> Result<T> {
+    if usize::try_from(read_u32(arg)?)? != size_of::<T>() {
         return Err(EINVAL);
     }
-    UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-        .reader()
-        .read_slice(bytes)
+    read_plain(arg)
 }
 
-fn write_back(arg: usize, bytes: &[u8]) -> Result {
-    UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+/// Writes `answer` whole at `addr`.
+fn write_back<T: AsBytes>(addr: usize, answer: &T) -> Result {
+    UserSlice::new(UserPtr::from_addr(addr), size_of::<T>())
         .writer()
-        .write_slice(bytes)
+        .write(answer)
 }
 
 /// Checks a lock index from userspace.
@@ -542,7 +549,7 @@ impl OpenFile {
         let output_size_bytes = read_u32(arg)?;
         let pci = &self.card.pci;
         let answer = DeviceInfoOut {
-            output_size_bytes: DeviceInfoOut::SIZE as u32,
+            output_size_bytes: size_of::<DeviceInfoOut>() as u32,
             vendor_id: pci.vendor_id,
             device_id: pci.device_id,
             subsystem_vendor_id: pci.subsystem_vendor_id,
@@ -556,31 +563,27 @@ impl OpenFile {
             pci_domain: pci.domain,
             reserved: 0,
         };
-        write_sized_output(arg.wrapping_add(4), output_size_bytes, &answer.encode())
+        write_sized_output(arg.wrapping_add(4), output_size_bytes, answer.as_bytes())
     }
 
     fn get_driver_info(&self, arg: usize) -> Result {
         let output_size_bytes = read_u32(arg)?;
         let answer = DriverInfoOut {
-            output_size_bytes: DriverInfoOut::SIZE as u32,
+            output_size_bytes: size_of::<DriverInfoOut>() as u32,
             driver_version: uapi::DRIVER_API_VERSION,
             driver_version_major: VERSION.major,
             driver_version_minor: VERSION.minor,
             driver_version_patch: VERSION.patch,
             reserved0: 0,
         };
-        write_sized_output(arg.wrapping_add(4), output_size_bytes, &answer.encode())
+        write_sized_output(arg.wrapping_add(4), output_size_bytes, answer.as_bytes())
     }
 
     /// The C driver's lock command. Contention and releasing a lock not held
     /// are answers (`value`), not errors; its reserved bytes are not checked
     /// because binaries built against its first layout left them unset.
     fn lock_ctl(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; LockCtlIn::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
-        let request = LockCtlIn::decode(&bytes);
+        let request: LockCtlIn = read_plain(arg)?;
         let index = lock_index(request.index.into())?;
         let arbiter = &self.card.arbiter;
         let acquire = |wait| {
@@ -630,9 +633,9 @@ impl OpenFile {
             reserved: [0; 3],
         };
         let written = write_sized_output(
-            arg.wrapping_add(LockCtlIn::SIZE),
+            arg.wrapping_add(size_of::<LockCtlIn>()),
             request.output_size_bytes,
-            &answer.encode(),
+            answer.as_bytes(),
         );
         if let (Err(_), Some(grant)) = (&written, acquired) {
             arbiter.undo(&self.owner, bit(index), grant.owner_died);
@@ -672,9 +675,7 @@ impl OpenFile {
     }
 
     fn acquire(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; LockAcquire::SIZE];
-        read_extensible(arg, &mut bytes)?;
-        let mut request = LockAcquire::decode(&bytes);
+        let mut request: LockAcquire = read_extensible(arg)?;
         if request.reserved0 != 0 {
             return Err(EINVAL);
         }
@@ -691,14 +692,12 @@ impl OpenFile {
         };
         request.holder_pid = report.holder_pid;
         request.waited_ns = report.waited_ns;
-        self.write_report(arg, &request.encode(), bit(index), &result, &report)?;
+        self.write_report(arg, &request, bit(index), &result, &report)?;
         result
     }
 
     fn acquire_set(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; LockAcquireSet::SIZE];
-        read_extensible(arg, &mut bytes)?;
-        let mut request = LockAcquireSet::decode(&bytes);
+        let mut request: LockAcquireSet = read_extensible(arg)?;
         if request.reserved0 != 0 || request.mask == 0 {
             return Err(EINVAL);
         }
@@ -710,17 +709,17 @@ impl OpenFile {
         request.owner_died_mask = report.owner_died;
         request.holder_pid = report.holder_pid;
         request.waited_ns = report.waited_ns;
-        self.write_report(arg, &request.encode(), request.mask, &result, &report)?;
+        self.write_report(arg, &request, request.mask, &result, &report)?;
         result
     }
 
     /// Writes back the answer of ACQUIRE or ACQUIRE_SET; if that fails
     /// after the locks of `mask` were granted, the grant is undone: the
     /// caller, told `EFAULT`, cannot know it holds them.
-    fn write_report(
+    fn write_report<T: AsBytes>(
         &self,
         arg: usize,
-        answer: &[u8],
+        answer: &T,
         mask: LockMask,
         result: &Result,
         report: &AcquireReport,
@@ -733,9 +732,7 @@ impl OpenFile {
     }
 
     fn release(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; LockRelease::SIZE];
-        read_extensible(arg, &mut bytes)?;
-        let request = LockRelease::decode(&bytes);
+        let request: LockRelease = read_extensible(arg)?;
         if request.flags != 0 || request.mask == 0 {
             return Err(EINVAL);
         }
@@ -744,9 +741,7 @@ impl OpenFile {
     }
 
     fn query(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; LockQuery::SIZE];
-        read_extensible(arg, &mut bytes)?;
-        let mut request = LockQuery::decode(&bytes);
+        let mut request: LockQuery = read_extensible(arg)?;
         if request.flags != 0 {
             return Err(EINVAL);
         }
@@ -772,7 +767,7 @@ impl OpenFile {
         request.contended = info.stats.contended;
         request.owner_died_count = info.stats.owner_died;
         request.spurious_wakeups = info.stats.spurious_wakeups;
-        write_back(arg, &request.encode())
+        write_back(arg, &request)
     }
 
     /// The C driver's ALLOCATE_TLB: never waits (`ENOMEM` when no window of
@@ -780,11 +775,7 @@ impl OpenFile {
     /// writes its 32 output bytes, and frees the window if that write fails.
     /// Its reserved input is not checked, as in the C driver.
     fn allocate_tlb(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; AllocateTlbIn::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
-        let request = AllocateTlbIn::decode(&bytes);
+        let request: AllocateTlbIn = read_plain(arg)?;
         let window = self
             .card
             .tlb
@@ -805,7 +796,7 @@ impl OpenFile {
             mmap_offset_wc: window.mmap_offset_wc,
             reserved1: 0,
         };
-        let written = write_back(arg.wrapping_add(AllocateTlbIn::SIZE), &answer.encode());
+        let written = write_back(arg.wrapping_add(size_of::<AllocateTlbIn>()), &answer);
         if written.is_err() {
             // The caller cannot know the id: the window must not leak.
             self.free_window(window.id)?;
@@ -814,17 +805,12 @@ impl OpenFile {
     }
 
     fn free_tlb(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; FreeTlbIn::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
-        self.free_window(FreeTlbIn::decode(&bytes).id)
+        let request: FreeTlbIn = read_plain(arg)?;
+        self.free_window(request.id)
     }
 
     fn tlb_allocate(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; TlbAllocate::SIZE];
-        read_extensible(arg, &mut bytes)?;
-        let mut request = TlbAllocate::decode(&bytes);
+        let mut request: TlbAllocate = read_extensible(arg)?;
         if request.reserved0 != 0 {
             return Err(EINVAL);
         }
@@ -838,7 +824,7 @@ impl OpenFile {
         request.mmap_offset_uc = window.mmap_offset_uc;
         request.mmap_offset_wc = window.mmap_offset_wc;
         request.waited_ns = window.waited_ns;
-        let written = write_back(arg, &request.encode());
+        let written = write_back(arg, &request);
         if written.is_err() {
             self.free_window(window.id)?;
         }
@@ -861,23 +847,20 @@ impl OpenFile {
     /// `min(output_mapping_count, n)` mappings after it and zeros the rest
     /// of the `output_mapping_count` entries.
     fn query_mappings(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; QueryMappingsIn::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
-        let request = QueryMappingsIn::decode(&bytes);
+        let request: QueryMappingsIn = read_plain(arg)?;
         let (mappings, valid) = mapping::mappings(self.card.memory.lens());
         let wanted = usize::try_from(request.output_mapping_count)?;
         let copied = wanted.min(valid);
         let extra = wanted - copied;
         // tt-kmd's limit: the bytes to clear must fit in a u32.
-        if extra > u32::MAX as usize / Mapping::SIZE {
+        if extra > u32::MAX as usize / size_of::<Mapping>() {
             return Err(EFAULT);
         }
-        let out = arg.wrapping_add(QueryMappingsIn::SIZE);
-        let mut writer = UserSlice::new(UserPtr::from_addr(out), wanted * Mapping::SIZE).writer();
+        let out = arg.wrapping_add(size_of::<QueryMappingsIn>());
+        let mut writer =
+            UserSlice::new(UserPtr::from_addr(out), wanted * size_of::<Mapping>()).writer();
         for m in &mappings[..copied] {
-            writer.write_slice(&m.encode())?;
+            writer.write(m)?;
         }
         const ZEROS: [u8; 240] = [0; 240];
         while !writer.is_empty() {
@@ -891,11 +874,7 @@ impl OpenFile {
     /// unchecked), `EINVAL` for an id >= 256 or a bad config, `EPERM` for a
     /// window this file does not hold.
     fn configure_tlb(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; ConfigureTlbIn::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
-        let r = ConfigureTlbIn::decode(&bytes);
+        let r: ConfigureTlbIn = read_plain(arg)?;
         if r.id >= MAX_WINDOWS {
             return Err(EINVAL);
         }
@@ -933,11 +912,7 @@ impl OpenFile {
     /// writes only `out`; its reserved fields are not checked (tt-kmd does
     /// not check them), unknown flags are `EINVAL`.
     fn allocate_dma_buf(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; AllocateDmaBufIn::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
-        let r = AllocateDmaBufIn::decode(&bytes);
+        let r: AllocateDmaBufIn = read_plain(arg)?;
         if r.flags & !ALLOCATE_DMA_BUF_NOC_DMA != 0 {
             return Err(EINVAL);
         }
@@ -955,7 +930,7 @@ impl OpenFile {
             noc_address: given.noc_address,
             reserved1: 0,
         };
-        let written = write_back(arg.wrapping_add(AllocateDmaBufIn::SIZE), &answer.encode());
+        let written = write_back(arg.wrapping_add(size_of::<AllocateDmaBufIn>()), &answer);
         if written.is_err() {
             // The caller cannot know it has the buffer: it must not stay.
             self.card.dma.free_buffer(memory, owner, r.buf_index);
@@ -967,12 +942,8 @@ impl OpenFile {
     /// `out` are cleared first (even when the call then fails), then get
     /// `physical_address` and, from 16 bytes, `noc_address`.
     fn pin_pages(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; PinPagesIn::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
-        let r = PinPagesIn::decode(&bytes);
-        let out = arg.wrapping_add(PinPagesIn::SIZE);
+        let r: PinPagesIn = read_plain(arg)?;
+        let out = arg.wrapping_add(size_of::<PinPagesIn>());
         write_sized_output(out, r.output_size_bytes, &[])?;
         let (memory, owner) = (&self.card.memory, self.owner.id());
         let given = self
@@ -983,8 +954,12 @@ impl OpenFile {
             physical_address: given.dma_address,
             noc_address: given.noc_address,
         };
-        let wanted = usize::try_from(r.output_size_bytes)?.min(PinPagesOutExtended::SIZE);
-        let written = write_back(out, &answer.encode()[..wanted]);
+        let wanted = usize::try_from(r.output_size_bytes)?.min(size_of::<PinPagesOutExtended>());
+        // Only the bytes asked for: the caller's struct may be the 8-byte
+        // `tenstorrent_pin_pages_out`.
+        let written = UserSlice::new(UserPtr::from_addr(out), wanted)
+            .writer()
+            .write_slice(&answer.as_bytes()[..wanted]);
         if written.is_err() {
             let _ = self
                 .card
@@ -997,11 +972,7 @@ impl OpenFile {
     /// UNPIN_PAGES, as tt-kmd 2.10: `size` is cut to whole pages, and must
     /// be the size of the newest pin at `virtual_address`.
     fn unpin_pages(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; UnpinPagesIn::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
-        let r = UnpinPagesIn::decode(&bytes);
+        let r: UnpinPagesIn = read_plain(arg)?;
         if r.reserved != 0 {
             return Err(EINVAL);
         }
@@ -1022,11 +993,7 @@ impl OpenFile {
     fn map_peer_bar(&self, file: &File, arg: usize) -> Result {
         /// `PCI_NUM_RESOURCES` (with SR-IOV): tt-kmd's bound.
         const PCI_NUM_RESOURCES: u32 = 17;
-        let mut bytes = [0u8; MapPeerBarIn::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
-        let r = MapPeerBarIn::decode(&bytes);
+        let r: MapPeerBarIn = read_plain(arg)?;
         if r.flags != 0 || r.peer_bar_index >= PCI_NUM_RESOURCES || r.peer_bar_length == 0 {
             return Err(EINVAL);
         }
@@ -1070,7 +1037,7 @@ impl OpenFile {
             dma_address: address,
             reserved: 0,
         };
-        let written = write_back(arg.wrapping_add(MapPeerBarIn::SIZE), &answer.encode());
+        let written = write_back(arg.wrapping_add(size_of::<MapPeerBarIn>()), &answer);
         if written.is_err() {
             self.card.dma.unmap_peer(owner, address);
         }
@@ -1081,29 +1048,24 @@ impl OpenFile {
     /// caller's `output_size_bytes` bytes of `out` get `output_size_bytes`
     /// 8 and `result`, then zeros.
     fn reset_device(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; ResetDeviceIn::SIZE];
-        UserSlice::new(UserPtr::from_addr(arg), bytes.len())
-            .reader()
-            .read_slice(&mut bytes)?;
-        let r = ResetDeviceIn::decode(&bytes);
+        let r: ResetDeviceIn = read_plain(arg)?;
         let ok = self.card.reset_device(self.owner.id(), r.flags)?;
         let answer = ResetDeviceOut {
-            output_size_bytes: ResetDeviceOut::SIZE as u32,
+            output_size_bytes: size_of::<ResetDeviceOut>() as u32,
             result: u32::from(!ok),
         };
         write_sized_output(
-            arg.wrapping_add(ResetDeviceIn::SIZE),
+            arg.wrapping_add(size_of::<ResetDeviceIn>()),
             r.output_size_bytes,
-            &answer.encode(),
+            answer.as_bytes(),
         )
     }
 
     /// SET_NOC_CLEANUP, as tt-kmd 2.11 (src/noc_cleanup.rs): `argsz`
     /// negotiated, writes nothing back.
     fn set_noc_cleanup(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; SetNocCleanup::SIZE];
-        read_extensible(arg, &mut bytes)?;
-        let cleanup = noc_cleanup::decode(&SetNocCleanup::decode(&bytes))?;
+        let request: SetNocCleanup = read_extensible(arg)?;
+        let cleanup = noc_cleanup::decode(&request)?;
         if let Some(c) = cleanup {
             if !CardMemory::kernel_can_reach(self.card.tlb.layout(), c.x, c.y, c.noc, c.addr) {
                 return Err(EINVAL);
@@ -1116,13 +1078,11 @@ impl OpenFile {
     /// exactly 32 as there: writes the kernel's struct back with `fd`; the
     /// descriptor exists only once that write succeeded.
     fn export_tlb_dmabuf(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; ExportTlbDmabuf::SIZE];
-        read_exact_argsz(arg, &mut bytes)?;
-        let mut request = ExportTlbDmabuf::decode(&bytes);
+        let mut request: ExportTlbDmabuf = read_exact_argsz(arg)?;
         let pending = self.card.export_window(self.owner.id(), &request)?;
         request.fd = pending.fd() as u32;
         // Not written: the export goes with `pending`.
-        write_back(arg, &request.encode())?;
+        write_back(arg, &request)?;
         pending.install();
         Ok(())
     }
@@ -1130,9 +1090,8 @@ impl OpenFile {
     /// SET_POWER_STATE, as tt-kmd 2.11 (src/power.rs): `argsz`
     /// negotiated, writes nothing back.
     fn set_power_state(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; SetPowerState::SIZE];
-        read_extensible(arg, &mut bytes)?;
-        let vote = PowerVote::decode(&SetPowerState::decode(&bytes))?;
+        let request: SetPowerState = read_extensible(arg)?;
+        let vote = PowerVote::decode(&request)?;
         let card = &self.card;
         card.power
             .set(self.owner.id(), vote, &card.firmware(), &|| card.kick_smc())
@@ -1141,20 +1100,16 @@ impl OpenFile {
     /// NOC_READ, as tt-kmd 2.11 (src/noc_io.rs): writes the struct back
     /// with `value`, the value read zero-extended.
     fn noc_read(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; NocIo::SIZE];
-        read_extensible(arg, &mut bytes)?;
-        let mut request = NocIo::decode(&bytes);
+        let mut request: NocIo = read_extensible(arg)?;
         let access = NocAccess::decode(&request)?;
         request.value = self.card.noc_read(self.owner.id(), &access)?;
-        write_back(arg, &request.encode())
+        write_back(arg, &request)
     }
 
     /// NOC_WRITE, as tt-kmd 2.11 (src/noc_io.rs): writes the low `width`
     /// bytes of `value`, nothing back.
     fn noc_write(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; NocIo::SIZE];
-        read_extensible(arg, &mut bytes)?;
-        let request = NocIo::decode(&bytes);
+        let request: NocIo = read_extensible(arg)?;
         let access = NocAccess::decode(&request)?;
         self.card.noc_write(self.owner.id(), &access, request.value)
     }
@@ -1162,9 +1117,7 @@ impl OpenFile {
     /// SMC_MSG, tt-kmd 2.11's contract (src/smc.rs): POST, POLL or
     /// ABANDON this file's firmware message.
     fn smc_msg(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; SmcMsg::SIZE];
-        read_extensible(arg, &mut bytes)?;
-        let mut request = SmcMsg::decode(&bytes);
+        let mut request: SmcMsg = read_extensible(arg)?;
         if request.queue_index != 0 || request.reserved0 != 0 {
             return Err(EINVAL);
         }
@@ -1195,7 +1148,7 @@ impl OpenFile {
         match outcome {
             Outcome::Answered(response) => {
                 request.message = response;
-                write_back(arg, &request.encode())?;
+                write_back(arg, &*request)?;
                 if response[0] != 0 {
                     Err(EREMOTEIO)
                 } else {
@@ -1209,9 +1162,7 @@ impl OpenFile {
     /// SMC_WAIT: POLL that sleeps until the message is done (see the C
     /// header).
     fn smc_wait(&self, arg: usize) -> Result {
-        let mut bytes = [0u8; SmcWait::SIZE];
-        read_extensible(arg, &mut bytes)?;
-        let mut request = SmcWait::decode(&bytes);
+        let mut request: SmcWait = read_extensible(arg)?;
         if request.reserved0 != 0 {
             return Err(EINVAL);
         }
@@ -1229,7 +1180,7 @@ impl OpenFile {
             }
             Outcome::Failed(e) => Err(e),
         };
-        write_back(arg, &request.encode())?;
+        write_back(arg, &request)?;
         result
     }
 

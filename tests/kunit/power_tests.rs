@@ -136,7 +136,7 @@ mod tests {
             },
             ..SetPowerState::default()
         };
-        assert_eq!(SetPowerState::SIZE, 40);
+        assert_eq!(size_of::<SetPowerState>(), 40);
         let v = PowerVote::decode(&good)?;
         assert_eq!(
             (v.validity, v.flags, &v.settings[..3]),
