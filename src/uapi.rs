@@ -6,7 +6,7 @@
 //! Structures are `#[repr(C)]` with the header's fields in its order, declared
 //! through [`abi_struct!`] (rust/abi.rs), which makes them
 //! [`FromBytes`](kernel::transmute::FromBytes) and
-//! [`AsBytes`](kernel::transmute::AsBytes): src/file.rs copies them from and
+//! [`AsBytes`](kernel::transmute::AsBytes): src/file/ copies them from and
 //! to userspace whole, with `UserSliceReader::read` and
 //! `UserSliceWriter::write`. The header declares them without implicit
 //! padding, and the build fails if one has any; the sizes below pin the
