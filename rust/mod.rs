@@ -6,6 +6,7 @@
 //! move into `rust/kernel/` as it is. The driver in `src/` uses only these
 //! and the `kernel` crate; every `unsafe` block of the module lives here.
 
+pub(crate) mod abi;
 pub(crate) mod bound;
 pub(crate) mod chrdev;
 pub(crate) mod dma;

@@ -14,7 +14,7 @@
 //! chip after the next holder got the locks), and a tile or address the
 //! window cannot reach is refused at the ioctl (`EINVAL`) instead of being
 //! written elsewhere at close. `argsz` is negotiated as for every command
-//! that has one (tt-kmd 2.11; src/file.rs `read_extensible`).
+//! that has one (tt-kmd 2.11; src/file/args.rs `read_extensible`).
 
 use crate::{
     arbiter::OwnerId,

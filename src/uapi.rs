@@ -3,11 +3,17 @@
 //! The userspace ABI: command numbers, flags and structures of
 //! `include/uapi/linux/tenstorrent.h`, which is the source of truth.
 //!
-//! Structures are decoded from and encoded to byte buffers field by field, in
-//! declaration order with no padding, which is their C layout: the header
-//! declares them without implicit padding, and the host tests compare every
-//! size and offset with the compiled header.
+//! Structures are `#[repr(C)]` with the header's fields in its order, declared
+//! through [`abi_struct!`] (rust/abi.rs), which makes them
+//! [`FromBytes`](kernel::transmute::FromBytes) and
+//! [`AsBytes`](kernel::transmute::AsBytes): src/file/ copies them from and
+//! to userspace whole, with `UserSliceReader::read` and
+//! `UserSliceWriter::write`. The header declares them without implicit
+//! padding, and the build fails if one has any; the sizes below pin the
+//! header's, and the host tests compare every size and offset with the
+//! compiled header.
 
+use crate::rust_ext::abi::abi_struct;
 use kernel::ioctl::_IO;
 
 /// The ioctl type byte of every command.
@@ -61,99 +67,6 @@ pub(crate) const SMC_WAIT_DONE: u32 = 1 << 0;
 pub(crate) const LOCK_QUERY_HELD: u32 = 1 << 0;
 pub(crate) const LOCK_QUERY_HELD_BY_CALLER: u32 = 1 << 1;
 pub(crate) const LOCK_QUERY_OWNER_DIED: u32 = 1 << 2;
-
-/// A fixed-size field of an ABI structure, in native byte order.
-pub(crate) trait Field: Sized {
-    const SIZE: usize;
-    fn get(bytes: &[u8]) -> Self;
-    fn put(&self, bytes: &mut [u8]);
-}
-
-macro_rules! int_field {
-    ($($ty:ty),*) => {$(
-        impl Field for $ty {
-            const SIZE: usize = core::mem::size_of::<$ty>();
-            fn get(bytes: &[u8]) -> Self {
-                let mut raw = [0u8; core::mem::size_of::<$ty>()];
-                raw.copy_from_slice(&bytes[..Self::SIZE]);
-                <$ty>::from_ne_bytes(raw)
-            }
-            fn put(&self, bytes: &mut [u8]) {
-                bytes[..Self::SIZE].copy_from_slice(&self.to_ne_bytes());
-            }
-        }
-    )*};
-}
-int_field!(u8, u16, u32, u64);
-
-impl<const N: usize> Field for [u8; N] {
-    const SIZE: usize = N;
-    fn get(bytes: &[u8]) -> Self {
-        let mut raw = [0u8; N];
-        raw.copy_from_slice(&bytes[..N]);
-        raw
-    }
-    fn put(&self, bytes: &mut [u8]) {
-        bytes[..N].copy_from_slice(self);
-    }
-}
-
-impl<const N: usize> Field for [u32; N] {
-    const SIZE: usize = 4 * N;
-    fn get(bytes: &[u8]) -> Self {
-        let mut words = [0u32; N];
-        for (i, word) in words.iter_mut().enumerate() {
-            *word = u32::get(&bytes[4 * i..]);
-        }
-        words
-    }
-    fn put(&self, bytes: &mut [u8]) {
-        for (i, word) in self.iter().enumerate() {
-            word.put(&mut bytes[4 * i..]);
-        }
-    }
-}
-
-/// Declares an ABI structure with `SIZE`, `decode` and `encode`.
-macro_rules! abi_struct {
-    ($(#[$meta:meta])* $name:ident { $($field:ident: $ty:ty),* $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
-        pub(crate) struct $name {
-            $(pub(crate) $field: $ty,)*
-        }
-
-        // Some structures only travel one way, so not all use both halves.
-        #[allow(dead_code)]
-        impl $name {
-            /// The size of the C structure.
-            pub(crate) const SIZE: usize = 0 $(+ <$ty as Field>::SIZE)*;
-
-            /// Decodes the structure from the first `SIZE` bytes of `bytes`.
-            #[allow(unused_assignments)]
-            pub(crate) fn decode(bytes: &[u8; Self::SIZE]) -> Self {
-                let mut at = 0;
-                $(
-                    let $field = <$ty as Field>::get(&bytes[at..]);
-                    at += <$ty as Field>::SIZE;
-                )*
-                Self { $($field,)* }
-            }
-
-            /// Encodes the structure in its C layout.
-            #[allow(unused_assignments)]
-            pub(crate) fn encode(&self) -> [u8; Self::SIZE] {
-                let mut bytes = [0u8; Self::SIZE];
-                let mut at = 0;
-                $(
-                    self.$field.put(&mut bytes[at..]);
-                    at += <$ty as Field>::SIZE;
-                )*
-                bytes
-            }
-        }
-    };
-}
 
 abi_struct!(
     /// `struct tenstorrent_get_device_info_out`.
@@ -334,21 +247,21 @@ abi_struct!(
 
 // The sizes of the C header; the host tests check the header against the
 // userspace crate, these keep the kernel's side in step with both.
-const _: () = assert!(DeviceInfoOut::SIZE == 20);
-const _: () = assert!(DriverInfoOut::SIZE == 12);
-const _: () = assert!(LockCtlIn::SIZE == 12);
-const _: () = assert!(LockCtlOut::SIZE == 4);
-const _: () = assert!(LockAcquire::SIZE == 40);
-const _: () = assert!(LockAcquireSet::SIZE == 48);
-const _: () = assert!(LockRelease::SIZE == 16);
-const _: () = assert!(LockQuery::SIZE == 80);
-const _: () = assert!(AllocateTlbIn::SIZE == 16);
-const _: () = assert!(AllocateTlbOut::SIZE == 32);
-const _: () = assert!(FreeTlbIn::SIZE == 4);
-const _: () = assert!(TlbAllocate::SIZE == 56);
-const _: () = assert!(QueryMappingsIn::SIZE == 8);
-const _: () = assert!(Mapping::SIZE == 24);
-const _: () = assert!(ConfigureTlbIn::SIZE == 40);
+const _: () = assert!(size_of::<DeviceInfoOut>() == 20);
+const _: () = assert!(size_of::<DriverInfoOut>() == 12);
+const _: () = assert!(size_of::<LockCtlIn>() == 12);
+const _: () = assert!(size_of::<LockCtlOut>() == 4);
+const _: () = assert!(size_of::<LockAcquire>() == 40);
+const _: () = assert!(size_of::<LockAcquireSet>() == 48);
+const _: () = assert!(size_of::<LockRelease>() == 16);
+const _: () = assert!(size_of::<LockQuery>() == 80);
+const _: () = assert!(size_of::<AllocateTlbIn>() == 16);
+const _: () = assert!(size_of::<AllocateTlbOut>() == 32);
+const _: () = assert!(size_of::<FreeTlbIn>() == 4);
+const _: () = assert!(size_of::<TlbAllocate>() == 56);
+const _: () = assert!(size_of::<QueryMappingsIn>() == 8);
+const _: () = assert!(size_of::<Mapping>() == 24);
+const _: () = assert!(size_of::<ConfigureTlbIn>() == 40);
 
 abi_struct!(
     /// `struct tenstorrent_allocate_dma_buf_in`.
@@ -492,7 +405,7 @@ abi_struct!(
     }
 );
 
-const _: () = assert!(NocIo::SIZE == 32);
+const _: () = assert!(size_of::<NocIo>() == 32);
 
 abi_struct!(
     /// `struct tenstorrent_smc_msg` (tt-kmd 2.11).

@@ -136,13 +136,13 @@ mod tests {
             },
             ..SetPowerState::default()
         };
-        assert_eq!(SetPowerState::SIZE, 40);
+        assert_eq!(size_of::<SetPowerState>(), 40);
         let v = PowerVote::decode(&good)?;
         assert_eq!(
             (v.validity, v.flags, &v.settings[..3]),
             (0x2F, 5, &[1, 2, 0][..])
         );
-        // `argsz` is the ioctl layer's (src/file.rs `read_extensible`).
+        // `argsz` is the ioctl layer's (src/file/args.rs `read_extensible`).
         for bad in [
             SetPowerState { flags: 1, ..good },
             SetPowerState {
