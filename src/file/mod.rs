@@ -240,19 +240,11 @@ impl FileOperations for Card {
     }
 
     fn vma_open(open: &OpenFile, offset: u64, tag: usize) {
-        let layout = open.card.tlb.layout();
-        let owner = open.owner.id();
-        open.card
-            .memory
-            .vma_changed(layout, owner, offset, tag, true);
+        open.vma_changed(offset, tag, true);
     }
 
     fn vma_close(open: &OpenFile, offset: u64, tag: usize) {
-        let layout = open.card.tlb.layout();
-        let owner = open.owner.id();
-        open.card
-            .memory
-            .vma_changed(layout, owner, offset, tag, false);
+        open.vma_changed(offset, tag, false);
     }
 
     fn fault(open: &OpenFile, fault: &VmFault) -> FaultResult {
@@ -353,6 +345,16 @@ impl OpenFile {
         } else {
             e
         }
+    }
+
+    /// A mapping of this file at `offset` was `mapped` (a VMA opened: a
+    /// fork, a split) or unmapped (closed), for the card's revocation
+    /// bookkeeping (src/mapping.rs).
+    fn vma_changed(&self, offset: u64, tag: usize, mapped: bool) {
+        let layout = self.card.tlb.layout();
+        self.card
+            .memory
+            .vma_changed(layout, self.owner.id(), offset, tag, mapped);
     }
 
     /// mmap of a BAR or a window (see src/mapping.rs): `EINVAL` outside a
