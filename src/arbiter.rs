@@ -938,7 +938,7 @@ impl Arbiter {
     }
 
     /// What `owner` holds and waits for, for its file's fdinfo
-    /// (src/fdinfo.rs): each lock it holds with how long, and each lock its
+    /// (src/views/fdinfo.rs): each lock it holds with how long, and each lock its
     /// queued requests want with how long the oldest of them has waited,
     /// lowest index first. As sysfs counts waiters, a poller's place (a
     /// failed try) is not a wait; a stopped call's place is.

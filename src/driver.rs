@@ -8,7 +8,6 @@ use crate::{
         Card,
         PciIdentity, //
     },
-    debugfs::CardDebugfs,
     dma::{
         CardDma,
         DmaLimits, //
@@ -18,7 +17,6 @@ use crate::{
         CardMemory, //
     },
     power::CardPower,
-    procfs::CardProc,
     registry::Ordinal,
     reset::CardFunction,
     rust_ext::{
@@ -35,10 +33,14 @@ use crate::{
             ShutdownHook, //
         }, //
     }, //
-    sysfs::CARD_GROUPS,
     tlb::{
         Family,
         Layout, //
+    },
+    views::{
+        debugfs::CardDebugfs,
+        procfs::CardProc,
+        sysfs::CARD_GROUPS, //
     },
 };
 use kernel::{

@@ -106,7 +106,7 @@ pub(crate) enum Format {
 }
 
 /// A telemetry attribute of the class device (`tt_*`, named in
-/// src/sysfs.rs in the order of [`ATTRIBUTES`]), and the chips that have it.
+/// src/views/sysfs.rs in the order of [`ATTRIBUTES`]), and the chips that have it.
 pub(crate) struct TelemetryAttribute {
     pub(crate) tag: u16,
     pub(crate) format: Format,

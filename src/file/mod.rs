@@ -215,9 +215,9 @@ impl FileOperations for Card {
         events
     }
 
-    /// What the file holds (src/fdinfo.rs).
+    /// What the file holds (src/views/fdinfo.rs).
     fn show_fdinfo(open: &OpenFile, m: &SeqFile, _file: &File) {
-        crate::fdinfo::show(m, &open.card, &open.owner, open.exclusive);
+        crate::views::fdinfo::show(m, &open.card, &open.owner, open.exclusive);
     }
 
     fn shared_mapping(card: &Arc<Card>) -> Option<&SharedMapping> {

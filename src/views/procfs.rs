@@ -3,7 +3,7 @@
 //! `/proc/driver/tenstorrent/N/pids`: one line per open file of card N, the
 //! pid of the process that opened it, as the C driver shows it. Operators
 //! read it to find who has a hung card open. `/proc/driver/tenstorrent/N/tlb`:
-//! the TLB windows in use (src/tlb_view.rs).
+//! the TLB windows in use (src/views/tlb.rs).
 
 use crate::{
     card::Card,
@@ -12,7 +12,7 @@ use crate::{
         ProcFile,
         ProcShow, //
     },
-    tlb_view::TlbView,
+    views::tlb::TlbView,
 };
 use kernel::{
     prelude::*,

@@ -36,7 +36,7 @@ use crate::{
     card::Card,
     dma::DmaKind,
     mapping::window_place,
-    sysfs::write_lock_name,
+    views::sysfs::write_lock_name,
 };
 use core::fmt::{
     self,

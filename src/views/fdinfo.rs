@@ -20,7 +20,7 @@
 use crate::{
     arbiter::Owner,
     card::Card,
-    sysfs::write_lock_name, //
+    views::sysfs::write_lock_name, //
 };
 use kernel::{
     fmt,
