@@ -312,11 +312,16 @@ pub fn waiters_count_and_order() -> TestResult {
     Ok(())
 }
 
-/// A reader in another pid namespace sees the holders of its namespace
-/// with their pids there, and 0 for the others; from outside, the holder
-/// inside shows its real pid.
+/// A reader in another pid namespace sees the holders and pollers of its
+/// namespace with their pids there, and 0 for the others; from outside,
+/// the holder and the poller inside show their real pids. (Pollers: each
+/// side polls the lock the other holds; seen failing on a mutant whose
+/// `polled_by` printed the poller's pid in the initial namespace: the
+/// poller outside showed its real pid inside.)
 pub fn pid_namespace_translation() -> TestResult {
     let (outer, inner) = (25u32, 26u32);
+    // Pollers stay shown for as long as the scenario takes.
+    let _lease = super::locks::Setting::long_lease()?;
     let a = open(0)?;
     ensure_free(&a, outer)?;
     ensure_free(&a, inner)?;
@@ -372,14 +377,22 @@ pub fn pid_namespace_translation() -> TestResult {
         .and_then(|p| p.parse().ok())
         .ok_or_else(|| format!("namespace parent said {line:?}"))?;
     c.send("go")?;
-    let line = c.recv()?;
-    if let Some(msg) = line.strip_prefix("fail ") {
-        return Err(format!(
+    let from_inside = |line: String, expected: &str| match line.strip_prefix("fail ") {
+        Some(msg) => Err(format!(
             "inside the pid namespace: {}",
             msg.replace(" | ", "\n")
-        ));
-    }
-    ensure_eq!(line, "checked", "message from the namespace");
+        )),
+        None => {
+            ensure_eq!(line, expected, "message from the namespace");
+            Ok(())
+        }
+    };
+    from_inside(c.recv()?, "polling")?;
+    // The outsider polls the lock the insider holds.
+    let v = ok(&mut h, &format!("ctl {inner} {}", abi::LOCK_CTL_ACQUIRE))?;
+    ensure_eq!(v[0], 0, "the outsider's try of lock {inner}");
+    c.send("outsider polls")?;
+    from_inside(c.recv()?, "checked")?;
     // From outside: real pids.
     let s = sys(0, inner)?;
     ensure!(
@@ -388,6 +401,23 @@ pub fn pid_namespace_translation() -> TestResult {
     );
     let s = sys(0, outer)?;
     ensure!(s.pid == h.pid as u32, "lock {outer}: {s:?}");
+    let pollers = |i: u32| -> Result<Vec<(u32, String)>, String> {
+        Ok(sys(0, i)?
+            .polled_by
+            .into_iter()
+            .map(|p| (p.pid, p.comm))
+            .collect())
+    };
+    ensure_eq!(
+        pollers(outer)?,
+        vec![(g, "insider".to_string())],
+        "lock {outer}'s poller (the grandchild) read outside"
+    );
+    ensure_eq!(
+        pollers(inner)?,
+        vec![(h.pid as u32, "outsider".to_string())],
+        "lock {inner}'s poller (the outsider) read outside"
+    );
     ensure_eq!(
         pids(0)?,
         vec![getpid(), h.pid as u32, g],
@@ -395,6 +425,10 @@ pub fn pid_namespace_translation() -> TestResult {
     );
     c.send("done")?;
     c.wait()?;
+    // The outsider's place in line for the lock the insider held goes with
+    // its file.
+    finish(h)?;
+    ensure_free(&a, outer)?;
     ensure_free(&a, inner)
 }
 
@@ -404,6 +438,31 @@ fn inside_namespace(link: &mut Link, outer: u32, inner: u32, bin: Option<&PathBu
     set_comm("insider");
     let d = open(0)?;
     ctx(d.acquire(inner, Wait::Try), "ACQUIRE inside the namespace")?;
+    // The insider polls the lock the outsider holds.
+    let v = ctx(
+        lock_ctl(&d, outer as u8, abi::LOCK_CTL_ACQUIRE),
+        "LOCK_CTL try inside the namespace",
+    )?;
+    ensure_eq!(v, 0, "the insider's try of lock {outer}");
+    link.send("polling")?;
+    link.expect("outsider polls")?;
+    let pollers = |i: u32| -> Result<Vec<(u32, String)>, String> {
+        Ok(sys(0, i)?
+            .polled_by
+            .into_iter()
+            .map(|p| (p.pid, p.comm))
+            .collect())
+    };
+    ensure_eq!(
+        pollers(outer)?,
+        vec![(1, "insider".to_string())],
+        "lock {outer}'s poller (pid 1 here) read inside"
+    );
+    ensure_eq!(
+        pollers(inner)?,
+        vec![(0, "outsider".to_string())],
+        "lock {inner}'s poller (outside the namespace) read inside"
+    );
     let s = sys(0, outer)?;
     ensure!(
         s.held && s.pid == 0 && s.comm == "outsider",
