@@ -105,6 +105,11 @@ def lock_line(card, index):
         return fields(f.read())
 
 
+def polled_by(card, index):
+    """The pids a lock line shows polling it (`polled_by`: pid/comm/ns/tries, comma separated)."""
+    return [p.split("/")[0] for p in lock_line(card, index).get("polled_by", "").split(",") if p]
+
+
 def held_by(card, index, pid):
     line = lock_line(card, index)
     return line["held"] == "1" and line["pid"] == str(pid)
@@ -644,7 +649,7 @@ print("@arch", json.dumps(str(d.get_arch())))
 
 
 def test_umd_next_kmd_mutex_across_processes():
-    """tt-umd 0.9.14's KmdMutex (its Python binding of the KMD lock) on both cards: one process holds, sysfs names it, a second's try fails and its lock() waits, kill -9 of the holder hands it on with owner_died counted."""
+    """tt-umd 0.9.14's KmdMutex (its Python binding of the KMD lock) on both cards: one process holds, sysfs names it, a second's try fails and its lock() polls, shown in polled_by, kill -9 of the holder hands it on with owner_died counted."""
     code = """
 import sys, tt_umd
 m = tt_umd.KmdMutex(int(sys.argv[1]), %d)
@@ -670,10 +675,13 @@ print("unlocked")
             out = second.wait_output("@\n", "second KmdMutex's try_lock")
             ensure("@try=0@" in out, "card %d: the second's try_lock of a held lock: %r" % (n, out[-2000:]))
             # lock() polls LOCK_CTL (UMD's pattern): a poller is not a
-            # sleeping waiter, so sysfs counts no waiter; it must simply not
-            # get the lock while the holder lives.
+            # sleeping waiter, so sysfs counts no waiter but shows it among
+            # the lock's pollers (pid/comm/ns/tries in polled_by); it must
+            # not get the lock while the holder lives.
             second.go()
             second.wait_output("@in lock@", "second KmdMutex's lock()")
+            wait_for(lambda: str(second.pid) in polled_by(n, ARC_MSG),
+                     "card %d: the second KmdMutex (pid %d) shown polling ARC_MSG: %r" % (n, second.pid, lock_line(n, ARC_MSG)))
             ensure(held_by(n, ARC_MSG, first.pid), "card %d: ARC_MSG left the holder: %r" % (n, lock_line(n, ARC_MSG)))
             ensure("@locked@" not in second.drain(), "card %d: the second locked a held lock: %r" % (n, second.text()[-2000:]))
             died = int(lock_line(n, ARC_MSG)["owner_died"])

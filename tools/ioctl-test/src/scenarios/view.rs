@@ -317,7 +317,7 @@ pub fn waiters_count_and_order() -> TestResult {
 /// the holder and the poller inside show their real pids. (Pollers: each
 /// side polls the lock the other holds; seen failing on a mutant whose
 /// `polled_by` printed the poller's pid in the initial namespace: the
-/// poller outside showed its real pid inside.)
+/// poller inside showed pid 88 there, not 1.)
 pub fn pid_namespace_translation() -> TestResult {
     let (outer, inner) = (25u32, 26u32);
     // Pollers stay shown for as long as the scenario takes.
