@@ -45,6 +45,14 @@ pub(crate) trait ShowAttribute: FileOperations {
     fn is_visible(&self, _group: u32, _index: usize) -> bool {
         true
     }
+
+    /// Whether the directory of the named group `group` exists for this
+    /// device at all (a group of one chip's files); asked once, when the
+    /// device is added. Without it, a group whose files are all invisible
+    /// is an empty directory.
+    fn is_group_visible(&self, _group: u32) -> bool {
+        true
+    }
 }
 
 /// The page a sysfs `show` callback fills.
@@ -157,6 +165,13 @@ impl<T: ShowAttribute> IndexedAttribute<T> {
         let dev = unsafe { kernel::container_of!(kobj, bindings::device, kobj) };
         // SAFETY: `dev` is the class device of a `CharDevice<T>` being added.
         let data = unsafe { chrdev::device_data::<T>(dev) };
+        // Asked with the group's first attribute first: the answer for the
+        // whole directory of a named group (include/linux/sysfs.h,
+        // `SYSFS_GROUP_INVISIBLE`; ignored for an unnamed one).
+        if this.index == 0 && !data.is_group_visible(this.group) {
+            // The constant (020000) fits a `umode_t`.
+            return bindings::SYSFS_GROUP_INVISIBLE as bindings::umode_t;
+        }
         if data.is_visible(this.group, this.index) {
             this.attr.attr.mode
         } else {

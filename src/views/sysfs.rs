@@ -51,6 +51,7 @@ use crate::{
         Page,
         ShowAttribute, //
     },
+    tlb::Family,
 };
 use core::fmt::{
     self,
@@ -122,6 +123,7 @@ const POWER: u32 = 4;
 const TELEMETRY: u32 = 5;
 const ABOUT: u32 = 6;
 const SMC: u32 = 7;
+const PCIE_COUNTERS: u32 = 8;
 
 /// Votes shown in `power/votes`: the lines of as many fit in a page.
 const MAX_VOTES_SHOWN: usize = 24;
@@ -245,11 +247,47 @@ indexed_attribute_group!(
 
 indexed_attribute_group!(SMC_GROUP: Card, SMC, Some(c"smc"), [c"queue", c"counters"]);
 
+/// The PCIe tile's NOC2AXI configuration block in Blackhole's BAR0, and in
+/// it the NIU status counters of NOC0, NOC1's block that far after it
+/// (tt-kmd blackhole.c `NOC2AXI_CFG_START`, `NOC_STATUS_OFFSET`,
+/// `NOC1_NOC2AXI_OFFSET`).
+const BH_NOC2AXI_CFG_START: usize = 0x1FD0_0000;
+const NOC_STATUS_OFFSET: usize = 0x4200;
+const NOC1_NOC2AXI_OFFSET: usize = 0x1_0000;
+
+/// `pcie_perf_counters/NAME0` and `NAME1`: the PCIe tile's NIU counter of
+/// each NOC, in 32-byte data words, by its index among the NIU's status
+/// registers (tt-kmd blackhole.c, in its order: `SLV_POSTED_WR_DATA_WORD_RECEIVED`
+/// 0x39 ... `MST_RD_DATA_WORD_RECEIVED` 0x3). NOC0's six come first.
+const PCIE_COUNTER_IDS: [usize; 6] = [0x39, 0x38, 0x33, 0x9, 0x8, 0x3];
+
+// tt-kmd's `pcie_perf_counters` group, Blackhole only (as in tt-kmd):
+// what nvtop reads for a card's PCIe traffic.
+indexed_attribute_group!(
+    PCIE_COUNTERS_GROUP: Card,
+    PCIE_COUNTERS,
+    Some(c"pcie_perf_counters"),
+    [
+        c"slv_posted_wr_data_word_received0",
+        c"slv_nonposted_wr_data_word_received0",
+        c"slv_rd_data_word_sent0",
+        c"mst_posted_wr_data_word_sent0",
+        c"mst_nonposted_wr_data_word_sent0",
+        c"mst_rd_data_word_received0",
+        c"slv_posted_wr_data_word_received1",
+        c"slv_nonposted_wr_data_word_received1",
+        c"slv_rd_data_word_sent1",
+        c"mst_posted_wr_data_word_sent1",
+        c"mst_nonposted_wr_data_word_sent1",
+        c"mst_rd_data_word_received1",
+    ]
+);
+
 // The project's own version; the module's is tt-kmd's ABI level.
 indexed_attribute_group!(ABOUT_GROUP: Card, ABOUT, None, [c"tt_arbiter_version"]);
 
 /// The attribute groups of a card's class device.
-pub(crate) static CARD_GROUPS: AttributeGroups<8> = AttributeGroups::new([
+pub(crate) static CARD_GROUPS: AttributeGroups<9> = AttributeGroups::new([
     &LOCKS_GROUP,
     &TLB_GROUP,
     &DMA_GROUP,
@@ -258,6 +296,7 @@ pub(crate) static CARD_GROUPS: AttributeGroups<8> = AttributeGroups::new([
     &TELEMETRY_GROUP,
     &ABOUT_GROUP,
     &SMC_GROUP,
+    &PCIE_COUNTERS_GROUP,
 ]);
 
 /// Writes a vote as `flags=0xFFFF validity=0xVV settings=S0,...,S13`.
@@ -289,6 +328,7 @@ impl ShowAttribute for Card {
             ABOUT => writeln!(out, "{}", crate::PROJECT_VERSION),
             SMC if index == 0 => self.show_smc_queue(out),
             SMC => self.show_smc_counters(out),
+            PCIE_COUNTERS => self.show_pcie_counter(index, out),
             _ => Ok(()),
         }
     }
@@ -300,9 +340,29 @@ impl ShowAttribute for Card {
             _ => true,
         }
     }
+
+    fn is_group_visible(&self, group: u32) -> bool {
+        group != PCIE_COUNTERS || self.tlb.layout().family == Family::Blackhole
+    }
 }
 
 impl Card {
+    /// One of `pcie_perf_counters`, read from the card now: `ENODEV` once
+    /// it is unbound.
+    fn show_pcie_counter(&self, index: usize, out: &mut Page<'_>) -> fmt::Result {
+        let noc = index / PCIE_COUNTER_IDS.len();
+        let id = PCIE_COUNTER_IDS[index % PCIE_COUNTER_IDS.len()];
+        let offset =
+            BH_NOC2AXI_CFG_START + NOC_STATUS_OFFSET + 4 * id + noc * NOC1_NOC2AXI_OFFSET;
+        match self.memory.bar0_read32(offset) {
+            Ok(value) => writeln!(out, "{value}"),
+            Err(e) => {
+                out.fail(e);
+                Ok(())
+            }
+        }
+    }
+
     fn show_power_state(&self, out: &mut Page<'_>) -> fmt::Result {
         let info = self.power.info();
         match info.sent {

@@ -53,7 +53,7 @@ use std::time::Instant;
 use crate::arc::bar0_to_arc;
 use crate::config_space::{bar_size, ConfigSpace};
 use crate::host_memory::HostMemory;
-use crate::noc::{self, Noc, NocError, NocId, SparseMemory};
+use crate::noc::{self, NiuCounter, Noc, NocError, NocId, SparseMemory};
 use crate::tlb::{self, TlbRegisters, TLB_CONFIG_BASE, TLB_CONFIG_LEN};
 use crate::Arch;
 
@@ -643,6 +643,21 @@ impl Card {
             }
             return;
         };
+        // The PCIe tile masters the request onto `noc`: its NIU counts the
+        // data words (non-posted unless the window posts its writes).
+        let (counter, len) = match &data {
+            Data::Read(b) => (NiuCounter::MstRdDataWordReceived, b.len()),
+            Data::Write(d)
+                if matches!(
+                    cfg.ordering,
+                    tlb::Ordering::Posted | tlb::Ordering::PostedStrict
+                ) =>
+            {
+                (NiuCounter::MstPostedWrDataWordSent, d.len())
+            }
+            Data::Write(d) => (NiuCounter::MstNonpostedWrDataWordSent, d.len()),
+        };
+        self.noc.count_pcie_words(noc, counter, len);
         let result: Result<(), NocError> = match data {
             Data::Read(b) => self.noc.read(noc, cfg.x_end, cfg.y_end, addr, b),
             Data::Write(d) if cfg.multicast => {
@@ -957,6 +972,25 @@ mod tests {
         write32(&mut c, 0, 0x1F00_0100, 0x5151);
         assert_eq!(read32(&mut c, 0, 0x1F00_0100), 0x5151);
         assert_eq!(read32(&mut c, 4, 0x100_0100), 0x5151);
+    }
+
+    /// The PCIe tile's NIU counters (BAR0 0x1FD04200 + 4 * id on
+    /// Blackhole, NOC1's 0x10000 further) count a host read through a
+    /// window as data words the tile's NIU received as master, 32 bytes a
+    /// word.
+    #[test]
+    fn pcie_niu_counters_count_window_traffic() {
+        let mut c = card(Arch::Blackhole);
+        let counter =
+            |c: &mut Card, noc: u64, id: u64| read32(c, 0, 0x1FD0_4200 + noc * 0x1_0000 + 4 * id);
+        let (rd0, rd1) = (counter(&mut c, 0, 0x3), counter(&mut c, 1, 0x3));
+        let mut b = [0u8; 64];
+        // Window 0 out of reset: NOC0.
+        c.bar_read(0, 0, &mut b);
+        assert_eq!(counter(&mut c, 0, 0x3), rd0 + 2);
+        assert_eq!(counter(&mut c, 1, 0x3), rd1);
+        c.bar_read(0, 0, &mut b[..4]);
+        assert_eq!(counter(&mut c, 0, 0x3), rd0 + 3);
     }
 
     #[test]

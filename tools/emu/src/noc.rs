@@ -395,6 +395,30 @@ pub fn niu_logical_id_offset(arch: Arch) -> u32 {
     }
 }
 
+/// A NIU's traffic counters, status registers at `NIU_STATUS + 4 * id`
+/// (tt-kmd blackhole.c reads the PCIe tile's at `NOC_STATUS_OFFSET` 0x4200
+/// of its NOC2AXI block, whose NIU starts at 0x4000, and names the six it
+/// shows as `pcie_perf_counters`). Each counts 32-byte data words ("in
+/// units of 32 byte flits", tt-kmd docs/sysfs-attributes.md); `MST_`
+/// counters count requests the NIU's tile made as NOC master, `SLV_` ones
+/// requests it served as slave. The emulator keeps the PCIe tile's: a host
+/// access through a window is a request the PCIe tile masters onto the
+/// NOC, a tile's access to host memory one it serves.
+pub const NIU_STATUS: u32 = 0x200;
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NiuCounter {
+    MstRdDataWordReceived = 0x3,
+    MstNonpostedWrDataWordSent = 0x8,
+    MstPostedWrDataWordSent = 0x9,
+    SlvRdDataWordSent = 0x33,
+    SlvNonpostedWrDataWordReceived = 0x38,
+}
+
+/// Data words (32 bytes each, a partial one counted whole) of `len` bytes.
+fn data_words(len: usize) -> u32 {
+    u32::try_from(len.div_ceil(32)).unwrap_or(u32::MAX)
+}
+
 /// `NIU_CFG_0`; bit 14 is "coordinate translation enabled" (tt-umd
 /// `get_noc_translation_enabled` on both chips; tt-kmd test/tlbs.cpp
 /// `is_blackhole_noc_translation_enabled` at BAR0 0x1FD04100).
@@ -962,6 +986,14 @@ impl Noc {
 
     /// One NIU's registers as the tile's own AXI side reaches them (BAR0's
     /// NOC2AXI window on the PCIe tile). `offset` is from the block's start.
+    /// Adds `len` bytes' data words to the PCIe tile's `counter` of `noc`'s
+    /// NIU (32 bits, wrapping as the hardware's).
+    pub fn count_pcie_words(&mut self, noc: NocId, counter: NiuCounter, len: usize) {
+        let key = (pcie_tile(self.arch), noc, NIU_STATUS + 4 * counter as u32);
+        let value = self.niu.entry(key).or_insert(0);
+        *value = value.wrapping_add(data_words(len));
+    }
+
     pub fn niu_local_read(&mut self, tile: (u8, u8), block: NocId, offset: u64, buf: &mut [u8]) {
         self.niu_access(Origin::Local, tile, block, offset, Access::Read(buf));
     }
@@ -1079,7 +1111,17 @@ impl Noc {
                 Ok(())
             }
             Target::Arc => self.arc_access(addr, access),
-            Target::Outbound => self.outbound_access(tile, offset, access),
+            Target::Outbound => {
+                // Served by the PCIe tile's NIU of the NOC that carried it.
+                if let Origin::Noc(noc) = origin {
+                    let counter = match access {
+                        Access::Read(_) => NiuCounter::SlvRdDataWordSent,
+                        Access::Write(_) => NiuCounter::SlvNonpostedWrDataWordReceived,
+                    };
+                    self.count_pcie_words(noc, counter, access.len());
+                }
+                self.outbound_access(tile, offset, access)
+            }
             Target::Dbi => {
                 if tile != pcie_tile(self.arch) {
                     return no_response(access);

@@ -103,7 +103,11 @@ pub(super) fn free(dev: &impl AsRawFd, id: u32) -> io::Result<i32> {
     ioctl(dev, abi::IOCTL_FREE_TLB, &mut f)
 }
 
-fn configure_with(dev: &impl AsRawFd, id: u32, config: abi::NocTlbConfig) -> io::Result<i32> {
+pub(super) fn configure_with(
+    dev: &impl AsRawFd,
+    id: u32,
+    config: abi::NocTlbConfig,
+) -> io::Result<i32> {
     let mut c = abi::ConfigureTlb::default();
     c.input.id = id;
     c.input.config = config;

@@ -182,6 +182,7 @@ pub const ALL: &[Scenario] = scenarios! {
     "smc/round_trip_accesses" => smc::round_trip_accesses;
     "smc/moved_queue_found_again" => smc::moved_queue_found_again;
     "telemetry/attributes_and_hwmon" => telemetry::attributes_and_hwmon;
+    "telemetry/pcie_perf_counters" => telemetry::pcie_perf_counters;
     "reset/restore_state_and_post_reset" => reset::restore_state_and_post_reset;
     "reset/each_flag_against_the_emulator" => reset::each_flag_against_the_emulator, 120;
     "reset/other_files_fenced" => reset::other_files_fenced, 120;

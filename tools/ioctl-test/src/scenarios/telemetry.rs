@@ -152,3 +152,90 @@ pub fn attributes_and_hwmon() -> TestResult {
     }
     Ok(())
 }
+
+/// tt-kmd's `pcie_perf_counters` (Blackhole only, as in tt-kmd; what nvtop
+/// reads for a card's PCIe traffic): the twelve files of the PCIe tile's
+/// NIU counters, NOC0's and NOC1's, in 32-byte data words. Reads through a
+/// window aimed over NOC0 move `mst_rd_data_word_received0` by at least
+/// one word each; writes through a window over NOC1 move
+/// `mst_nonposted_wr_data_word_sent1` the same way, and nothing of the
+/// other NOC's host traffic counters (the driver's own window is NOC0's).
+/// The Wormhole has no such directory. Seen failing on the driver before
+/// (no directory).
+pub fn pcie_perf_counters() -> TestResult {
+    use super::mapping::{alloc, configure_with, tensix};
+    use crate::card::{Chip, Mmio};
+    use tt_arbiter::abi;
+    const NAMES: [&str; 6] = [
+        "slv_posted_wr_data_word_received",
+        "slv_nonposted_wr_data_word_received",
+        "slv_rd_data_word_sent",
+        "mst_posted_wr_data_word_sent",
+        "mst_nonposted_wr_data_word_sent",
+        "mst_rd_data_word_received",
+    ];
+    ensure!(
+        !exists(0, "pcie_perf_counters"),
+        "card 0 (Wormhole) has pcie_perf_counters, as tt-kmd does not"
+    );
+    let n = 1;
+    let counters = || -> Result<std::collections::BTreeMap<String, u32>, String> {
+        let mut all = std::collections::BTreeMap::new();
+        for noc in 0..2 {
+            for name in NAMES {
+                let file = format!("{name}{noc}");
+                let text = attribute(n, &format!("pcie_perf_counters/{file}"))?;
+                let value = text
+                    .trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("pcie_perf_counters/{file}: {text:?}"))?;
+                all.insert(file, value);
+            }
+        }
+        Ok(all)
+    };
+    let dev = open(n)?;
+    let (x, y) = tensix(Chip::Blackhole);
+    let mut windows = Vec::new();
+    for noc in 0..2u8 {
+        let w = ctx(alloc(&dev, 2 << 20), "a 2M window")?;
+        let config = abi::NocTlbConfig {
+            addr: 0,
+            x_end: x,
+            y_end: y,
+            noc,
+            ..Default::default()
+        };
+        expect_ok(configure_with(&dev, w.id, config), "CONFIGURE_TLB")?;
+        windows.push(ctx(Mmio::new(&dev, w.mmap_offset_uc, 4096), "mmap")?);
+    }
+    const ACCESSES: u32 = 16;
+    let before = counters()?;
+    for i in 0..ACCESSES as usize {
+        std::hint::black_box(windows[0].read32(4 * i));
+    }
+    for i in 0..ACCESSES as usize {
+        windows[1].write32(4 * i, i as u32);
+    }
+    // A read through NOC1's window after the writes: they have landed.
+    std::hint::black_box(windows[1].read32(0));
+    let after = counters()?;
+    let moved = |file: &str| after[file].wrapping_sub(before[file]);
+    ensure!(
+        moved("mst_rd_data_word_received0") >= ACCESSES,
+        "mst_rd_data_word_received0 moved by {} for {ACCESSES} reads over NOC0",
+        moved("mst_rd_data_word_received0")
+    );
+    ensure!(
+        moved("mst_nonposted_wr_data_word_sent1") >= ACCESSES,
+        "mst_nonposted_wr_data_word_sent1 moved by {} for {ACCESSES} writes over NOC1",
+        moved("mst_nonposted_wr_data_word_sent1")
+    );
+    for file in [
+        "mst_nonposted_wr_data_word_sent0",
+        "mst_posted_wr_data_word_sent1",
+    ] {
+        ensure_eq!(moved(file), 0, "{file} moved without such traffic");
+    }
+    Ok(())
+}
