@@ -352,8 +352,7 @@ impl Card {
     fn show_pcie_counter(&self, index: usize, out: &mut Page<'_>) -> fmt::Result {
         let noc = index / PCIE_COUNTER_IDS.len();
         let id = PCIE_COUNTER_IDS[index % PCIE_COUNTER_IDS.len()];
-        let offset =
-            BH_NOC2AXI_CFG_START + NOC_STATUS_OFFSET + 4 * id + noc * NOC1_NOC2AXI_OFFSET;
+        let offset = BH_NOC2AXI_CFG_START + NOC_STATUS_OFFSET + 4 * id + noc * NOC1_NOC2AXI_OFFSET;
         match self.memory.bar0_read32(offset) {
             Ok(value) => writeln!(out, "{value}"),
             Err(e) => {
