@@ -401,20 +401,13 @@ pub fn pid_namespace_translation() -> TestResult {
     );
     let s = sys(0, outer)?;
     ensure!(s.pid == h.pid as u32, "lock {outer}: {s:?}");
-    let pollers = |i: u32| -> Result<Vec<(u32, String)>, String> {
-        Ok(sys(0, i)?
-            .polled_by
-            .into_iter()
-            .map(|p| (p.pid, p.comm))
-            .collect())
-    };
     ensure_eq!(
-        pollers(outer)?,
+        pollers_of(outer)?,
         vec![(g, "insider".to_string())],
         "lock {outer}'s poller (the grandchild) read outside"
     );
     ensure_eq!(
-        pollers(inner)?,
+        pollers_of(inner)?,
         vec![(h.pid as u32, "outsider".to_string())],
         "lock {inner}'s poller (the outsider) read outside"
     );
@@ -432,6 +425,15 @@ pub fn pid_namespace_translation() -> TestResult {
     ensure_free(&a, inner)
 }
 
+/// Who polls lock `i` of card 0, as its sysfs line says: (pid, comm).
+fn pollers_of(i: u32) -> Result<Vec<(u32, String)>, String> {
+    Ok(sys(0, i)?
+        .polled_by
+        .into_iter()
+        .map(|p| (p.pid, p.comm))
+        .collect())
+}
+
 fn inside_namespace(link: &mut Link, outer: u32, inner: u32, bin: Option<&PathBuf>) -> TestResult {
     link.expect("go")?;
     ensure_eq!(getpid(), 1, "pid of the grandchild in its namespace");
@@ -446,20 +448,13 @@ fn inside_namespace(link: &mut Link, outer: u32, inner: u32, bin: Option<&PathBu
     ensure_eq!(v, 0, "the insider's try of lock {outer}");
     link.send("polling")?;
     link.expect("outsider polls")?;
-    let pollers = |i: u32| -> Result<Vec<(u32, String)>, String> {
-        Ok(sys(0, i)?
-            .polled_by
-            .into_iter()
-            .map(|p| (p.pid, p.comm))
-            .collect())
-    };
     ensure_eq!(
-        pollers(outer)?,
+        pollers_of(outer)?,
         vec![(1, "insider".to_string())],
         "lock {outer}'s poller (pid 1 here) read inside"
     );
     ensure_eq!(
-        pollers(inner)?,
+        pollers_of(inner)?,
         vec![(0, "outsider".to_string())],
         "lock {inner}'s poller (outside the namespace) read inside"
     );
