@@ -37,15 +37,15 @@
 //! `ARC_APB_BAR0_XBAR_OFFSET_START`).
 
 use crate::{
+    chip::{
+        Family,
+        Layout, //
+    },
     mapping::{
         CardMemory,
         KernelRun, //
     },
     smc::SmcQueue,
-    tlb::{
-        Family,
-        Layout, //
-    },
 };
 use core::num::NonZeroU32;
 use kernel::{

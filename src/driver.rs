@@ -8,6 +8,10 @@ use crate::{
         Card,
         PciIdentity, //
     },
+    chip::{
+        Family,
+        Layout, //
+    },
     dma::{
         CardDma,
         DmaLimits, //
@@ -33,10 +37,6 @@ use crate::{
             ShutdownHook, //
         }, //
     }, //
-    tlb::{
-        Family,
-        Layout, //
-    },
     views::{
         debugfs::CardDebugfs,
         procfs::CardProc,

@@ -13,7 +13,7 @@
 //! (`memory.c`), and gives it back when freed. Register layout and values:
 //! tt-kmd 2.10 `wormhole.c` / `blackhole.c` `configure_outbound_atu`.
 
-use crate::tlb::Family;
+use crate::chip::Family;
 
 /// Outbound regions of the controller.
 pub(crate) const REGIONS: usize = 16;

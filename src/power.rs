@@ -45,12 +45,12 @@ use crate::{
         ArcMessage,
         Firmware, //
     },
+    chip::Family,
     rust_ext::task::{
         comm,
         TASK_COMM_LEN, //
     },
     smc::Outcome,
-    tlb::Family,
     uapi::SetPowerState,
 };
 use kernel::{

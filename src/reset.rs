@@ -47,6 +47,7 @@ use crate::{
     arbiter::OwnerId,
     arc::Firmware,
     card::Card,
+    chip::Family,
     driver::VENDOR_TENSTORRENT,
     rust_ext::{
         bound::WhileBound,
@@ -57,7 +58,6 @@ use crate::{
             SavedState, //
         },
     },
-    tlb::Family,
 };
 use core::sync::atomic::{
     AtomicBool,

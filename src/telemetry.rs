@@ -19,6 +19,7 @@
 use crate::{
     arc::Firmware,
     card::Card,
+    chip::Family,
     rust_ext::{
         hwmon::{
             hwmon_callbacks,
@@ -30,7 +31,6 @@ use crate::{
         },
         sysfs::Page,
     },
-    tlb::Family,
 };
 use core::fmt::{
     self,
