@@ -38,6 +38,20 @@
 
 use crate::{
     chip::{
+        regs::{
+            reset_unit_offset,
+            BH_ARC_BOOT_STATUS,
+            BH_ARC_MSG_QCB_PTR,
+            BH_ARC_TELEMETRY_DATA,
+            BH_ARC_TELEMETRY_PTR,
+            WH_ARC_MISC_CNTL_REG,
+            WH_ARC_MSG_QCB_PTR,
+            WH_ARC_TELEMETRY_DATA,
+            WH_ARC_TELEMETRY_PTR,
+            WH_MAILBOX_ARGS_REG,
+            WH_MAILBOX_MESSAGE_REG,
+            WH_POST_CODE_REG, //
+        },
         Family,
         Layout, //
     },
@@ -49,7 +63,10 @@ use crate::{
 };
 use core::num::NonZeroU32;
 use kernel::{
-    io::poll::read_poll_timeout,
+    io::{
+        poll::read_poll_timeout,
+        register::FixedRegister, //
+    },
     new_mutex,
     prelude::*,
     sync::Mutex,
@@ -62,19 +79,13 @@ const CSM_SIZE: u32 = 512 << 10;
 /// The ARC's APB peripherals: 1 MiB from the tile's `apb` address.
 const APB_SIZE: u64 = 1 << 20;
 
-/// Wormhole `SCRATCH[0]` holds a post code starting `0xC0DE` once the ARC's
-/// L2 runs and can take messages.
-const WH_POST_CODE_PREFIX: u32 = 0xC0DE_0000;
-/// Blackhole `BOOT_STATUS0` bit 0: the message queues are ready.
-const BH_MSG_QUEUE_READY: u32 = 1 << 0;
-/// `ARC_MISC_CNTL` IRQ0: rings the firmware.
-const ARC_MISC_CNTL_IRQ0: u32 = 1 << 16;
-/// Wormhole mailbox: a message id in `SCRATCH[5]` is `0xAA00 | id`; the
-/// firmware answers `id | exit_code << 16`, or all ones for an id it does
-/// not know (tt-kmd 2.10 `wormhole_send_arc_fw_message_with_args`).
-const WH_MESSAGE_PRESENT: u32 = 0xAA00;
-const WH_MAILBOX_ARGS: u64 = 3;
-const WH_MAILBOX_MESSAGE: u64 = 5;
+/// Wormhole post code stage once the ARC's L2 runs and can take messages
+/// (tt-kmd 2.10 `POST_CODE_ARC_L2`, upper half).
+const WH_POST_CODE_ARC_L2: u32 = 0xC0DE;
+/// Wormhole mailbox: a message id is written as `0xAA00 | id`; the firmware
+/// answers `id` and its exit code, or all ones for an id it does not know
+/// (tt-kmd 2.10 `wormhole_send_arc_fw_message_with_args`).
+const WH_FW_MESSAGE_PRESENT: u16 = 0xAA00;
 
 /// Between two looks at the mailbox (tt-kmd sleeps 100-200 µs).
 const POLL_INTERVAL: Delta = Delta::from_micros(100);
@@ -291,11 +302,9 @@ impl Exchange<'_> {
         self.csm(|csm| csm.read(addr))
     }
 
-    fn scratch(&self, family: Family, n: u64) -> u64 {
-        match family {
-            Family::Wormhole => self.tile.reset_unit() + 0x60 + 4 * n,
-            Family::Blackhole => self.tile.reset_unit() + 0x400 + 4 * n,
-        }
+    /// The NOC address of reset unit register `T`.
+    fn register<T: FixedRegister>(&self) -> u64 {
+        self.tile.reset_unit() + reset_unit_offset::<T>()
     }
 
     /// The register where the firmware publishes the ARC address of its
@@ -303,8 +312,8 @@ impl Exchange<'_> {
     /// `SCRATCH_RAM[11]`).
     fn control_block_register(&self) -> u64 {
         match self.layout.family {
-            Family::Wormhole => self.tile.reset_unit() + 0x1D8,
-            Family::Blackhole => self.scratch(Family::Blackhole, 11),
+            Family::Wormhole => self.register::<WH_ARC_MSG_QCB_PTR>(),
+            Family::Blackhole => self.register::<BH_ARC_MSG_QCB_PTR>(),
         }
     }
 
@@ -320,17 +329,17 @@ impl Exchange<'_> {
     pub(crate) fn locate_queue(&self) -> Result<Queue> {
         let family = self.layout.family;
         let control_block = self.run(Block::Apb, |apb| {
-            let (ready, mask, wanted) = match family {
-                Family::Wormhole => (self.scratch(family, 0), 0xFFFF_0000, WH_POST_CODE_PREFIX),
-                Family::Blackhole => (
-                    self.scratch(family, 2),
-                    BH_MSG_QUEUE_READY,
-                    BH_MSG_QUEUE_READY,
-                ),
+            let (ready, is_ready): (u64, fn(u32) -> bool) = match family {
+                Family::Wormhole => (self.register::<WH_POST_CODE_REG>(), |status| {
+                    WH_POST_CODE_REG::from(status).stage().get() == WH_POST_CODE_ARC_L2
+                }),
+                Family::Blackhole => (self.register::<BH_ARC_BOOT_STATUS>(), |status| {
+                    BH_ARC_BOOT_STATUS::from(status).ready_for_msg()
+                }),
             };
             match apb.read(ready)? {
                 u32::MAX => return Err(EIO),
-                status if status & mask != wanted => return Err(EAGAIN),
+                status if !is_ready(status) => return Err(EAGAIN),
                 _ => {}
             }
             // Wormhole: 0 on firmware without the queue.
@@ -367,31 +376,38 @@ impl Exchange<'_> {
         args: (u16, u16),
         answer_within: Option<Delta>,
     ) -> Result<Option<u16>> {
-        let family = Family::Wormhole;
-        let post = self.read(self.scratch(family, 0))?;
-        if post & 0xFFFF_0000 != WH_POST_CODE_PREFIX {
+        let post = WH_POST_CODE_REG::from(self.read(self.register::<WH_POST_CODE_REG>())?);
+        if post.stage().get() != WH_POST_CODE_ARC_L2 {
             return Err(EIO);
         }
-        let message = self.scratch(family, WH_MAILBOX_MESSAGE);
+        let message = self.register::<WH_MAILBOX_MESSAGE_REG>();
         self.write(
-            self.scratch(family, WH_MAILBOX_ARGS),
-            u32::from(args.0) | u32::from(args.1) << 16,
+            self.register::<WH_MAILBOX_ARGS_REG>(),
+            WH_MAILBOX_ARGS_REG::zeroed()
+                .with_arg0(args.0)
+                .with_arg1(args.1)
+                .into(),
         )?;
-        self.write(message, WH_MESSAGE_PRESENT | u32::from(id))?;
+        self.write(
+            message,
+            WH_MAILBOX_MESSAGE_REG::zeroed()
+                .with_message(WH_FW_MESSAGE_PRESENT | u16::from(id))
+                .into(),
+        )?;
         self.ring()?;
         let Some(timeout) = answer_within else {
             return Ok(None);
         };
         let answer = read_poll_timeout(
             || self.read(message),
-            |v| *v == u32::MAX || *v & 0xFFFF == u32::from(id),
+            |v| *v == u32::MAX || WH_MAILBOX_MESSAGE_REG::from(*v).message() == u16::from(id),
             POLL_INTERVAL,
             timeout,
         )?;
         if answer == u32::MAX {
             return Err(EIO);
         }
-        Ok(Some((answer >> 16) as u16))
+        Ok(Some(WH_MAILBOX_MESSAGE_REG::from(answer).exit_code()))
     }
 
     /// Rings the firmware: it looks at its mailboxes and queues. Posted:
@@ -399,9 +415,9 @@ impl Exchange<'_> {
     pub(crate) fn ring(&self) -> Result {
         self.run(Block::Apb, |apb| match self.layout.family {
             Family::Wormhole => {
-                let misc_cntl = self.tile.reset_unit() + 0x100;
-                let value = apb.read(misc_cntl)?;
-                apb.write(misc_cntl, value | ARC_MISC_CNTL_IRQ0)
+                let misc_cntl = self.register::<WH_ARC_MISC_CNTL_REG>();
+                let value = WH_ARC_MISC_CNTL_REG::from(apb.read(misc_cntl)?);
+                apb.write(misc_cntl, value.with_irq0(true).into())
             }
             // A 0 pushed into the MSI catcher's FIFO; a read would pop it.
             Family::Blackhole => apb.write(self.tile.apb + 0xB_0000, 0),
@@ -704,10 +720,15 @@ impl Firmware<'_> {
     /// Blackhole: `SCRATCH_RAM[13]`/`[12]`; tt-kmd 2.10 `telemetry.c`).
     pub(crate) fn telemetry_pointers(&self) -> Result<(u32, u32)> {
         let reader = self.reader();
-        let reset_unit = reader.tile.reset_unit();
         let (table, values) = match self.family() {
-            Family::Wormhole => (reset_unit + 0x1D0, reset_unit + 0x1D4),
-            Family::Blackhole => (reset_unit + 0x400 + 4 * 13, reset_unit + 0x400 + 4 * 12),
+            Family::Wormhole => (
+                reader.register::<WH_ARC_TELEMETRY_PTR>(),
+                reader.register::<WH_ARC_TELEMETRY_DATA>(),
+            ),
+            Family::Blackhole => (
+                reader.register::<BH_ARC_TELEMETRY_PTR>(),
+                reader.register::<BH_ARC_TELEMETRY_DATA>(),
+            ),
         };
         Ok((reader.read(table)?, reader.read(values)?))
     }
