@@ -41,19 +41,16 @@ use crate::{
         regs::{
             reset_unit_offset,
             BH_ARC_BOOT_STATUS,
-            BH_ARC_MSG_QCB_PTR,
-            BH_ARC_TELEMETRY_DATA,
-            BH_ARC_TELEMETRY_PTR,
             WH_ARC_MISC_CNTL_REG,
-            WH_ARC_MSG_QCB_PTR,
-            WH_ARC_TELEMETRY_DATA,
-            WH_ARC_TELEMETRY_PTR,
             WH_MAILBOX_ARGS_REG,
             WH_MAILBOX_MESSAGE_REG,
             WH_POST_CODE_REG, //
         },
+        ArcTile,
         Family,
-        Layout, //
+        Layout,
+        ARC_CSM_BASE,
+        ARC_CSM_SIZE, //
     },
     mapping::{
         CardMemory,
@@ -73,9 +70,6 @@ use kernel::{
     time::Delta, //
 };
 
-/// The ARC's CSM, as ARC addresses (`ARC_CSM_BASE`, 512 KiB).
-const CSM_BASE: u32 = 0x1000_0000;
-const CSM_SIZE: u32 = 512 << 10;
 /// The ARC's APB peripherals: 1 MiB from the tile's `apb` address.
 const APB_SIZE: u64 = 1 << 20;
 
@@ -103,45 +97,6 @@ const SLOT_BYTES: u32 = 32;
 
 /// One queue message or answer: a header word and seven payload words.
 pub(crate) type ArcMessage = [u32; 8];
-
-/// Where the ARC tile's registers are, as NOC addresses of that tile.
-struct ArcTile {
-    /// NOC0 coordinates of the ARC tile (tt-umd `ARC_CORES_NOC0`).
-    x: u16,
-    y: u16,
-    /// The ARC's APB peripherals: the reset unit (home of the scratch
-    /// registers) at +0x3_0000, Blackhole's MSI catcher at +0xB_0000.
-    apb: u64,
-    /// The NOC address of ARC address [`CSM_BASE`].
-    csm: u64,
-    /// Where BAR0 shows the APB block and CSM, if it does (Wormhole).
-    bar0: Option<(usize, usize)>,
-}
-
-impl ArcTile {
-    fn reset_unit(&self) -> u64 {
-        self.apb + 0x3_0000
-    }
-
-    fn of(family: Family) -> Self {
-        match family {
-            Family::Wormhole => Self {
-                x: 0,
-                y: 10,
-                apb: 0x8_8000_0000,
-                csm: 0x8_1000_0000,
-                bar0: Some((0x1FF0_0000, 0x1FE8_0000)),
-            },
-            Family::Blackhole => Self {
-                x: 8,
-                y: 0,
-                apb: 0x8000_0000,
-                csm: u64::from(CSM_BASE),
-                bar0: None,
-            },
-        }
-    }
-}
 
 /// A card's Wormhole scratch-register mailbox, one message at a time (the
 /// message queue is [`SmcQueue`]'s).
@@ -215,7 +170,7 @@ impl ArcRun<'_> {
 /// CSM, inside a run: words by ARC address.
 pub(crate) struct Csm<'a> {
     run: &'a ArcRun<'a>,
-    /// The NOC address of ARC address [`CSM_BASE`].
+    /// The NOC address of ARC address [`ARC_CSM_BASE`].
     noc: u64,
 }
 
@@ -238,8 +193,8 @@ impl Csm<'_> {
 
 /// The offset in CSM of the word at ARC address `addr`: `EIO` outside CSM.
 fn csm_offset(addr: u32) -> Result<u32> {
-    let offset = addr.checked_sub(CSM_BASE).ok_or(EIO)?;
-    if offset > CSM_SIZE - 4 {
+    let offset = addr.checked_sub(ARC_CSM_BASE).ok_or(EIO)?;
+    if offset > ARC_CSM_SIZE - 4 {
         return Err(EIO);
     }
     Ok(offset)
@@ -259,7 +214,7 @@ impl Exchange<'_> {
     fn run<R>(&self, block: Block, f: impl FnOnce(&ArcRun<'_>) -> Result<R>) -> Result<R> {
         let (noc, len) = match block {
             Block::Apb => (self.tile.apb, APB_SIZE),
-            Block::Csm => (self.tile.csm, u64::from(CSM_SIZE)),
+            Block::Csm => (self.tile.csm, u64::from(ARC_CSM_SIZE)),
         };
         match self.tile.bar0 {
             Some((apb, csm)) => f(&ArcRun::Bar0 {
@@ -311,10 +266,7 @@ impl Exchange<'_> {
     /// queue control block (Wormhole `ARC_MSG_QCB_PTR`, Blackhole
     /// `SCRATCH_RAM[11]`).
     fn control_block_register(&self) -> u64 {
-        match self.layout.family {
-            Family::Wormhole => self.register::<WH_ARC_MSG_QCB_PTR>(),
-            Family::Blackhole => self.register::<BH_ARC_MSG_QCB_PTR>(),
-        }
+        self.tile.reset_unit() + self.tile.msg_qcb_ptr
     }
 
     /// Finds the firmware's queue without waiting: `EAGAIN` while the
@@ -458,7 +410,7 @@ impl Queue {
     fn new(family: Family, control_block: u32, words: [u32; 2]) -> Result<Self> {
         // Wormhole publishes the queue as an offset into CSM.
         let base = match family {
-            Family::Wormhole => words[0].checked_add(CSM_BASE).ok_or(EIO)?,
+            Family::Wormhole => words[0].checked_add(ARC_CSM_BASE).ok_or(EIO)?,
             Family::Blackhole => words[0],
         };
         let entries = NonZeroU32::new(words[1] & 0xFF).ok_or(EOPNOTSUPP)?;
@@ -720,16 +672,9 @@ impl Firmware<'_> {
     /// Blackhole: `SCRATCH_RAM[13]`/`[12]`; tt-kmd 2.10 `telemetry.c`).
     pub(crate) fn telemetry_pointers(&self) -> Result<(u32, u32)> {
         let reader = self.reader();
-        let (table, values) = match self.family() {
-            Family::Wormhole => (
-                reader.register::<WH_ARC_TELEMETRY_PTR>(),
-                reader.register::<WH_ARC_TELEMETRY_DATA>(),
-            ),
-            Family::Blackhole => (
-                reader.register::<BH_ARC_TELEMETRY_PTR>(),
-                reader.register::<BH_ARC_TELEMETRY_DATA>(),
-            ),
-        };
+        let reset_unit = reader.tile.reset_unit();
+        let table = reset_unit + reader.tile.telemetry_ptr;
+        let values = reset_unit + reader.tile.telemetry_data;
         Ok((reader.read(table)?, reader.read(values)?))
     }
 
@@ -739,7 +684,7 @@ impl Firmware<'_> {
         Exchange {
             memory: self.memory,
             layout: self.layout,
-            tile: ArcTile::of(self.layout.family),
+            tile: self.layout.family.chip().arc,
         }
     }
 

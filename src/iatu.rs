@@ -43,19 +43,12 @@ const BH_MAX_REGION: u64 = 1 << 40;
 
 /// The part of the outbound window regions may cover, `0..=max`.
 pub(crate) fn window_max(family: Family) -> u64 {
-    match family {
-        // Below the last 128 KiB, which tt-kmd keeps out of reach.
-        Family::Wormhole => 0xFFFE_0000 - 1,
-        Family::Blackhole => (1 << 58) - 1,
-    }
+    family.chip().iatu_window_max
 }
 
 /// The NOC address of window offset `base`.
 pub(crate) fn noc_address(family: Family, base: u64) -> u64 {
-    match family {
-        Family::Wormhole => 0x8_0000_0000 + base,
-        Family::Blackhole => (1 << 60) + base,
-    }
+    family.chip().iatu_noc_base + base
 }
 
 /// A region in use: window offsets `base..=limit` reach `target`.

@@ -251,6 +251,6 @@ register! {
 }
 
 /// The offset of reset unit register `T` from the reset unit's start.
-pub(crate) fn reset_unit_offset<T: FixedRegister>() -> u64 {
+pub(crate) const fn reset_unit_offset<T: FixedRegister>() -> u64 {
     T::OFFSET as u64
 }
