@@ -37,44 +37,49 @@
 //! `ARC_APB_BAR0_XBAR_OFFSET_START`).
 
 use crate::{
+    chip::{
+        regs::{
+            reset_unit_offset,
+            BH_ARC_BOOT_STATUS,
+            WH_ARC_MISC_CNTL_REG,
+            WH_MAILBOX_ARGS_REG,
+            WH_MAILBOX_MESSAGE_REG,
+            WH_POST_CODE_REG, //
+        },
+        ArcTile,
+        Family,
+        Layout,
+        ARC_CSM_BASE,
+        ARC_CSM_SIZE, //
+    },
     mapping::{
         CardMemory,
         KernelRun, //
     },
     smc::SmcQueue,
-    tlb::{
-        Family,
-        Layout, //
-    },
 };
 use core::num::NonZeroU32;
 use kernel::{
-    io::poll::read_poll_timeout,
+    io::{
+        poll::read_poll_timeout,
+        register::FixedRegister, //
+    },
     new_mutex,
     prelude::*,
     sync::Mutex,
     time::Delta, //
 };
 
-/// The ARC's CSM, as ARC addresses (`ARC_CSM_BASE`, 512 KiB).
-const CSM_BASE: u32 = 0x1000_0000;
-const CSM_SIZE: u32 = 512 << 10;
 /// The ARC's APB peripherals: 1 MiB from the tile's `apb` address.
 const APB_SIZE: u64 = 1 << 20;
 
-/// Wormhole `SCRATCH[0]` holds a post code starting `0xC0DE` once the ARC's
-/// L2 runs and can take messages.
-const WH_POST_CODE_PREFIX: u32 = 0xC0DE_0000;
-/// Blackhole `BOOT_STATUS0` bit 0: the message queues are ready.
-const BH_MSG_QUEUE_READY: u32 = 1 << 0;
-/// `ARC_MISC_CNTL` IRQ0: rings the firmware.
-const ARC_MISC_CNTL_IRQ0: u32 = 1 << 16;
-/// Wormhole mailbox: a message id in `SCRATCH[5]` is `0xAA00 | id`; the
-/// firmware answers `id | exit_code << 16`, or all ones for an id it does
-/// not know (tt-kmd 2.10 `wormhole_send_arc_fw_message_with_args`).
-const WH_MESSAGE_PRESENT: u32 = 0xAA00;
-const WH_MAILBOX_ARGS: u64 = 3;
-const WH_MAILBOX_MESSAGE: u64 = 5;
+/// Wormhole post code stage once the ARC's L2 runs and can take messages
+/// (tt-kmd 2.10 `POST_CODE_ARC_L2`, upper half).
+const WH_POST_CODE_ARC_L2: u32 = 0xC0DE;
+/// Wormhole mailbox: a message id is written as `0xAA00 | id`; the firmware
+/// answers `id` and its exit code, or all ones for an id it does not know
+/// (tt-kmd 2.10 `wormhole_send_arc_fw_message_with_args`).
+const WH_FW_MESSAGE_PRESENT: u16 = 0xAA00;
 
 /// Between two looks at the mailbox (tt-kmd sleeps 100-200 µs).
 const POLL_INTERVAL: Delta = Delta::from_micros(100);
@@ -92,45 +97,6 @@ const SLOT_BYTES: u32 = 32;
 
 /// One queue message or answer: a header word and seven payload words.
 pub(crate) type ArcMessage = [u32; 8];
-
-/// Where the ARC tile's registers are, as NOC addresses of that tile.
-struct ArcTile {
-    /// NOC0 coordinates of the ARC tile (tt-umd `ARC_CORES_NOC0`).
-    x: u16,
-    y: u16,
-    /// The ARC's APB peripherals: the reset unit (home of the scratch
-    /// registers) at +0x3_0000, Blackhole's MSI catcher at +0xB_0000.
-    apb: u64,
-    /// The NOC address of ARC address [`CSM_BASE`].
-    csm: u64,
-    /// Where BAR0 shows the APB block and CSM, if it does (Wormhole).
-    bar0: Option<(usize, usize)>,
-}
-
-impl ArcTile {
-    fn reset_unit(&self) -> u64 {
-        self.apb + 0x3_0000
-    }
-
-    fn of(family: Family) -> Self {
-        match family {
-            Family::Wormhole => Self {
-                x: 0,
-                y: 10,
-                apb: 0x8_8000_0000,
-                csm: 0x8_1000_0000,
-                bar0: Some((0x1FF0_0000, 0x1FE8_0000)),
-            },
-            Family::Blackhole => Self {
-                x: 8,
-                y: 0,
-                apb: 0x8000_0000,
-                csm: u64::from(CSM_BASE),
-                bar0: None,
-            },
-        }
-    }
-}
 
 /// A card's Wormhole scratch-register mailbox, one message at a time (the
 /// message queue is [`SmcQueue`]'s).
@@ -204,7 +170,7 @@ impl ArcRun<'_> {
 /// CSM, inside a run: words by ARC address.
 pub(crate) struct Csm<'a> {
     run: &'a ArcRun<'a>,
-    /// The NOC address of ARC address [`CSM_BASE`].
+    /// The NOC address of ARC address [`ARC_CSM_BASE`].
     noc: u64,
 }
 
@@ -227,8 +193,8 @@ impl Csm<'_> {
 
 /// The offset in CSM of the word at ARC address `addr`: `EIO` outside CSM.
 fn csm_offset(addr: u32) -> Result<u32> {
-    let offset = addr.checked_sub(CSM_BASE).ok_or(EIO)?;
-    if offset > CSM_SIZE - 4 {
+    let offset = addr.checked_sub(ARC_CSM_BASE).ok_or(EIO)?;
+    if offset > ARC_CSM_SIZE - 4 {
         return Err(EIO);
     }
     Ok(offset)
@@ -248,7 +214,7 @@ impl Exchange<'_> {
     fn run<R>(&self, block: Block, f: impl FnOnce(&ArcRun<'_>) -> Result<R>) -> Result<R> {
         let (noc, len) = match block {
             Block::Apb => (self.tile.apb, APB_SIZE),
-            Block::Csm => (self.tile.csm, u64::from(CSM_SIZE)),
+            Block::Csm => (self.tile.csm, u64::from(ARC_CSM_SIZE)),
         };
         match self.tile.bar0 {
             Some((apb, csm)) => f(&ArcRun::Bar0 {
@@ -291,21 +257,16 @@ impl Exchange<'_> {
         self.csm(|csm| csm.read(addr))
     }
 
-    fn scratch(&self, family: Family, n: u64) -> u64 {
-        match family {
-            Family::Wormhole => self.tile.reset_unit() + 0x60 + 4 * n,
-            Family::Blackhole => self.tile.reset_unit() + 0x400 + 4 * n,
-        }
+    /// The NOC address of reset unit register `T`.
+    fn register<T: FixedRegister>(&self) -> u64 {
+        self.tile.reset_unit() + reset_unit_offset::<T>()
     }
 
     /// The register where the firmware publishes the ARC address of its
     /// queue control block (Wormhole `ARC_MSG_QCB_PTR`, Blackhole
     /// `SCRATCH_RAM[11]`).
     fn control_block_register(&self) -> u64 {
-        match self.layout.family {
-            Family::Wormhole => self.tile.reset_unit() + 0x1D8,
-            Family::Blackhole => self.scratch(Family::Blackhole, 11),
-        }
+        self.tile.reset_unit() + self.tile.msg_qcb_ptr
     }
 
     /// Finds the firmware's queue without waiting: `EAGAIN` while the
@@ -320,17 +281,17 @@ impl Exchange<'_> {
     pub(crate) fn locate_queue(&self) -> Result<Queue> {
         let family = self.layout.family;
         let control_block = self.run(Block::Apb, |apb| {
-            let (ready, mask, wanted) = match family {
-                Family::Wormhole => (self.scratch(family, 0), 0xFFFF_0000, WH_POST_CODE_PREFIX),
-                Family::Blackhole => (
-                    self.scratch(family, 2),
-                    BH_MSG_QUEUE_READY,
-                    BH_MSG_QUEUE_READY,
-                ),
+            let (ready, is_ready): (u64, fn(u32) -> bool) = match family {
+                Family::Wormhole => (self.register::<WH_POST_CODE_REG>(), |status| {
+                    WH_POST_CODE_REG::from(status).stage().get() == WH_POST_CODE_ARC_L2
+                }),
+                Family::Blackhole => (self.register::<BH_ARC_BOOT_STATUS>(), |status| {
+                    BH_ARC_BOOT_STATUS::from(status).ready_for_msg()
+                }),
             };
             match apb.read(ready)? {
                 u32::MAX => return Err(EIO),
-                status if status & mask != wanted => return Err(EAGAIN),
+                status if !is_ready(status) => return Err(EAGAIN),
                 _ => {}
             }
             // Wormhole: 0 on firmware without the queue.
@@ -367,31 +328,38 @@ impl Exchange<'_> {
         args: (u16, u16),
         answer_within: Option<Delta>,
     ) -> Result<Option<u16>> {
-        let family = Family::Wormhole;
-        let post = self.read(self.scratch(family, 0))?;
-        if post & 0xFFFF_0000 != WH_POST_CODE_PREFIX {
+        let post = WH_POST_CODE_REG::from(self.read(self.register::<WH_POST_CODE_REG>())?);
+        if post.stage().get() != WH_POST_CODE_ARC_L2 {
             return Err(EIO);
         }
-        let message = self.scratch(family, WH_MAILBOX_MESSAGE);
+        let message = self.register::<WH_MAILBOX_MESSAGE_REG>();
         self.write(
-            self.scratch(family, WH_MAILBOX_ARGS),
-            u32::from(args.0) | u32::from(args.1) << 16,
+            self.register::<WH_MAILBOX_ARGS_REG>(),
+            WH_MAILBOX_ARGS_REG::zeroed()
+                .with_arg0(args.0)
+                .with_arg1(args.1)
+                .into(),
         )?;
-        self.write(message, WH_MESSAGE_PRESENT | u32::from(id))?;
+        self.write(
+            message,
+            WH_MAILBOX_MESSAGE_REG::zeroed()
+                .with_message(WH_FW_MESSAGE_PRESENT | u16::from(id))
+                .into(),
+        )?;
         self.ring()?;
         let Some(timeout) = answer_within else {
             return Ok(None);
         };
         let answer = read_poll_timeout(
             || self.read(message),
-            |v| *v == u32::MAX || *v & 0xFFFF == u32::from(id),
+            |v| *v == u32::MAX || WH_MAILBOX_MESSAGE_REG::from(*v).message() == u16::from(id),
             POLL_INTERVAL,
             timeout,
         )?;
         if answer == u32::MAX {
             return Err(EIO);
         }
-        Ok(Some((answer >> 16) as u16))
+        Ok(Some(WH_MAILBOX_MESSAGE_REG::from(answer).exit_code()))
     }
 
     /// Rings the firmware: it looks at its mailboxes and queues. Posted:
@@ -399,9 +367,9 @@ impl Exchange<'_> {
     pub(crate) fn ring(&self) -> Result {
         self.run(Block::Apb, |apb| match self.layout.family {
             Family::Wormhole => {
-                let misc_cntl = self.tile.reset_unit() + 0x100;
-                let value = apb.read(misc_cntl)?;
-                apb.write(misc_cntl, value | ARC_MISC_CNTL_IRQ0)
+                let misc_cntl = self.register::<WH_ARC_MISC_CNTL_REG>();
+                let value = WH_ARC_MISC_CNTL_REG::from(apb.read(misc_cntl)?);
+                apb.write(misc_cntl, value.with_irq0(true).into())
             }
             // A 0 pushed into the MSI catcher's FIFO; a read would pop it.
             Family::Blackhole => apb.write(self.tile.apb + 0xB_0000, 0),
@@ -442,7 +410,7 @@ impl Queue {
     fn new(family: Family, control_block: u32, words: [u32; 2]) -> Result<Self> {
         // Wormhole publishes the queue as an offset into CSM.
         let base = match family {
-            Family::Wormhole => words[0].checked_add(CSM_BASE).ok_or(EIO)?,
+            Family::Wormhole => words[0].checked_add(ARC_CSM_BASE).ok_or(EIO)?,
             Family::Blackhole => words[0],
         };
         let entries = NonZeroU32::new(words[1] & 0xFF).ok_or(EOPNOTSUPP)?;
@@ -705,10 +673,8 @@ impl Firmware<'_> {
     pub(crate) fn telemetry_pointers(&self) -> Result<(u32, u32)> {
         let reader = self.reader();
         let reset_unit = reader.tile.reset_unit();
-        let (table, values) = match self.family() {
-            Family::Wormhole => (reset_unit + 0x1D0, reset_unit + 0x1D4),
-            Family::Blackhole => (reset_unit + 0x400 + 4 * 13, reset_unit + 0x400 + 4 * 12),
-        };
+        let table = reset_unit + reader.tile.telemetry_ptr;
+        let values = reset_unit + reader.tile.telemetry_data;
         Ok((reader.read(table)?, reader.read(values)?))
     }
 
@@ -718,7 +684,7 @@ impl Firmware<'_> {
         Exchange {
             memory: self.memory,
             layout: self.layout,
-            tile: ArcTile::of(self.layout.family),
+            tile: self.layout.family.chip().arc,
         }
     }
 

@@ -15,6 +15,7 @@ use crate::{
         ArcMessenger,
         Firmware, //
     },
+    chip::Layout,
     dma::CardDma,
     export::CardExports,
     mapping::CardMemory,
@@ -36,10 +37,7 @@ use crate::{
         POLL_MAX_US, //
     },
     telemetry::Telemetry,
-    tlb::{
-        Layout,
-        TlbPool, //
-    },
+    tlb::TlbPool,
 };
 use kernel::{
     new_mutex,

@@ -29,6 +29,7 @@ use crate::{
         Fence,
         OwnerId, //
     },
+    chip::Family,
     iatu::{
         self,
         Region,
@@ -52,7 +53,6 @@ use crate::{
             VmFault, //
         },
     },
-    tlb::Family,
 };
 use kernel::{
     device::{

@@ -8,6 +8,7 @@ use crate::{
         Card,
         PciIdentity, //
     },
+    chip::Layout,
     dma::{
         CardDma,
         DmaLimits, //
@@ -33,10 +34,6 @@ use crate::{
             ShutdownHook, //
         }, //
     }, //
-    tlb::{
-        Family,
-        Layout, //
-    },
     views::{
         debugfs::CardDebugfs,
         procfs::CardProc,
@@ -208,11 +205,7 @@ impl pci::Driver for TenstorrentDriver {
         let enabled = EnabledDevice::new(pdev)?;
         // The addresses the chip reaches host memory at without an outbound
         // region (tt-kmd 2.10: 32 bits on Wormhole, 58 on Blackhole).
-        let dma_bits = match layout.family {
-            Family::Wormhole => 32,
-            Family::Blackhole => 58,
-        };
-        let dma_capable = match set_dma_mask(pdev, dma_bits) {
+        let dma_capable = match set_dma_mask(pdev, layout.family.chip().dma_bits) {
             Ok(()) => true,
             Err(e) => {
                 dev_warn!(pdev, "no DMA ({:?}): DMA buffers and pinning refused\n", e);

@@ -10,56 +10,45 @@
 //! every file: a DMA buffer or pinned range asked for with NOC DMA gets
 //! one, placed in a free gap of the window (top-down for buffers, and for
 //! pins that ask for it; bottom-up otherwise), as tt-kmd 2.10 places them
-//! (`memory.c`), and gives it back when freed. Register layout and values:
-//! tt-kmd 2.10 `wormhole.c` / `blackhole.c` `configure_outbound_atu`.
+//! (`memory.c`), and gives it back when freed. The region registers are
+//! typed in [`crate::chip::regs`]; the values written are those of tt-kmd
+//! 2.10 `wormhole.c` / `blackhole.c` `configure_outbound_atu`.
 
-use crate::tlb::Family;
+use crate::chip::{
+    regs::{
+        located,
+        BlackholeIatu,
+        WormholeIatu,
+        IATU_LOWER_BASE_ADDR_OUTBOUND,
+        IATU_LOWER_LIMIT_ADDR_OUTBOUND,
+        IATU_LOWER_TARGET_ADDR_OUTBOUND,
+        IATU_OUTBOUND_REGIONS,
+        IATU_REGION_CTRL_1_OUTBOUND,
+        IATU_REGION_CTRL_2_OUTBOUND,
+        IATU_REGION_CTRL_3_OUTBOUND,
+        IATU_UPPER_BASE_ADDR_OUTBOUND,
+        IATU_UPPER_LIMIT_ADDR_OUTBOUND,
+        IATU_UPPER_TARGET_ADDR_OUTBOUND, //
+    },
+    Family,
+};
+use kernel::prelude::Zeroable;
 
 /// Outbound regions of the controller.
-pub(crate) const REGIONS: usize = 16;
+pub(crate) const REGIONS: usize = IATU_OUTBOUND_REGIONS;
 
-/// Where the iATU registers are in BAR2, per family; region `r` outbound
-/// at `+ 2r * 0x100`.
-fn base(family: Family) -> usize {
-    match family {
-        Family::Wormhole => 0x1200,
-        Family::Blackhole => 0x1000,
-    }
-}
-const REGION_STRIDE: usize = 0x200;
-const REGION_CTRL_1: usize = 0x00;
-const REGION_CTRL_2: usize = 0x04;
-const LOWER_BASE: usize = 0x08;
-const UPPER_BASE: usize = 0x0C;
-const LOWER_LIMIT: usize = 0x10;
-const LOWER_TARGET: usize = 0x14;
-const UPPER_TARGET: usize = 0x18;
-const REGION_CTRL_3: usize = 0x1C;
-const UPPER_LIMIT: usize = 0x20;
-
-const REGION_EN: u32 = 1 << 31;
-/// Wormhole: the controller passes DMA, TLP and function fields through.
-const WH_BYPASS: u32 = 1 << 27 | 1 << 21 | 1 << 19;
-/// Blackhole: the limit's upper half comes from UPPER_LIMIT.
-const BH_INCREASE_REGION_SIZE: u32 = 1 << 13;
-/// Blackhole regions are at most this large.
+/// Blackhole regions are at most this large (tt-kmd 2.10 `blackhole.c`:
+/// "iATU has a max region size of 1T").
 const BH_MAX_REGION: u64 = 1 << 40;
 
 /// The part of the outbound window regions may cover, `0..=max`.
 pub(crate) fn window_max(family: Family) -> u64 {
-    match family {
-        // Below the last 128 KiB, which tt-kmd keeps out of reach.
-        Family::Wormhole => 0xFFFE_0000 - 1,
-        Family::Blackhole => (1 << 58) - 1,
-    }
+    family.chip().iatu_window_max
 }
 
 /// The NOC address of window offset `base`.
 pub(crate) fn noc_address(family: Family, base: u64) -> u64 {
-    match family {
-        Family::Wormhole => 0x8_0000_0000 + base,
-        Family::Blackhole => (1 << 60) + base,
-    }
+    family.chip().iatu_noc_base + base
 }
 
 /// A region in use: window offsets `base..=limit` reach `target`.
@@ -109,67 +98,142 @@ pub(crate) type Writes = [(usize, u32); 9];
 /// The writes that make outbound region `region` map `r` (or, with `None`,
 /// disable it); `None` back when the family cannot map `r`.
 pub(crate) fn encode(family: Family, region: usize, r: Option<Region>) -> Option<(Writes, usize)> {
-    if region >= REGIONS {
+    match family {
+        Family::Wormhole => encode_wormhole(region, r),
+        Family::Blackhole => encode_blackhole(region, r),
+    }
+}
+
+/// Wormhole (tt-kmd 2.10 `wormhole_configure_outbound_atu`): a 32-bit
+/// limit, and the controller passes the request's DMA, TLP and function
+/// fields through.
+fn encode_wormhole(region: usize, r: Option<Region>) -> Option<(Writes, usize)> {
+    type B = WormholeIatu;
+    let (
+        Region {
+            base,
+            limit,
+            target,
+        },
+        enable,
+    ) = fields(r);
+    if limit > u64::from(u32::MAX) {
         return None;
     }
-    let at = base(family) + region * REGION_STRIDE;
-    let Region {
-        base: b,
-        limit,
-        target,
-    } = r.unwrap_or(Region {
+    in_order(&[
+        located::<_, B>(
+            region,
+            IATU_LOWER_BASE_ADDR_OUTBOUND::zeroed().with_value(lo(base)),
+        ),
+        located::<_, B>(
+            region,
+            IATU_UPPER_BASE_ADDR_OUTBOUND::zeroed().with_value(hi(base)),
+        ),
+        located::<_, B>(
+            region,
+            IATU_LOWER_TARGET_ADDR_OUTBOUND::zeroed().with_value(lo(target)),
+        ),
+        located::<_, B>(
+            region,
+            IATU_UPPER_TARGET_ADDR_OUTBOUND::zeroed().with_value(hi(target)),
+        ),
+        located::<_, B>(
+            region,
+            IATU_LOWER_LIMIT_ADDR_OUTBOUND::zeroed().with_value(lo(limit)),
+        ),
+        located::<_, B>(region, IATU_REGION_CTRL_1_OUTBOUND::zeroed()),
+        located::<_, B>(
+            region,
+            IATU_REGION_CTRL_2_OUTBOUND::zeroed()
+                .with_region_en(enable)
+                .with_dma_bypass(enable)
+                .with_tlp_bypass(enable)
+                .with_func_bypass(enable),
+        ),
+    ])
+}
+
+/// Blackhole (tt-kmd 2.10 `blackhole_configure_outbound_atu`): a 64-bit
+/// limit (its upper half used through `increase_region_size`), regions of
+/// at most 1 TiB.
+fn encode_blackhole(region: usize, r: Option<Region>) -> Option<(Writes, usize)> {
+    type B = BlackholeIatu;
+    let (
+        Region {
+            base,
+            limit,
+            target,
+        },
+        enable,
+    ) = fields(r);
+    if enable && limit - base >= BH_MAX_REGION {
+        return None;
+    }
+    in_order(&[
+        located::<_, B>(
+            region,
+            IATU_LOWER_BASE_ADDR_OUTBOUND::zeroed().with_value(lo(base)),
+        ),
+        located::<_, B>(
+            region,
+            IATU_UPPER_BASE_ADDR_OUTBOUND::zeroed().with_value(hi(base)),
+        ),
+        located::<_, B>(
+            region,
+            IATU_LOWER_TARGET_ADDR_OUTBOUND::zeroed().with_value(lo(target)),
+        ),
+        located::<_, B>(
+            region,
+            IATU_UPPER_TARGET_ADDR_OUTBOUND::zeroed().with_value(hi(target)),
+        ),
+        located::<_, B>(
+            region,
+            IATU_LOWER_LIMIT_ADDR_OUTBOUND::zeroed().with_value(lo(limit)),
+        ),
+        located::<_, B>(
+            region,
+            IATU_UPPER_LIMIT_ADDR_OUTBOUND::zeroed().with_value(hi(limit)),
+        ),
+        located::<_, B>(
+            region,
+            IATU_REGION_CTRL_1_OUTBOUND::zeroed().with_increase_region_size(true),
+        ),
+        located::<_, B>(
+            region,
+            IATU_REGION_CTRL_2_OUTBOUND::zeroed().with_region_en(enable),
+        ),
+        located::<_, B>(region, IATU_REGION_CTRL_3_OUTBOUND::zeroed()),
+    ])
+}
+
+/// `r`'s addresses (all 0 to disable) and whether the region is enabled.
+fn fields(r: Option<Region>) -> (Region, bool) {
+    let zero = Region {
         base: 0,
         limit: 0,
         target: 0,
-    });
-    let enable = r.is_some();
-    let lo = |v: u64| v as u32;
-    let hi = |v: u64| (v >> 32) as u32;
-    // The region's registers, from their offsets in it.
-    let at_region = |list: &[(usize, u32)]| {
-        let mut writes = ([(0usize, 0u32); 9], list.len());
-        for (slot, &(offset, value)) in writes.0.iter_mut().zip(list) {
-            *slot = (at + offset, value);
-        }
-        writes
     };
-    let writes = match family {
-        Family::Wormhole => {
-            if limit > u64::from(u32::MAX) {
-                return None;
-            }
-            let ctrl2 = if enable { REGION_EN | WH_BYPASS } else { 0 };
-            let w = [
-                (LOWER_BASE, lo(b)),
-                (UPPER_BASE, hi(b)),
-                (LOWER_TARGET, lo(target)),
-                (UPPER_TARGET, hi(target)),
-                (LOWER_LIMIT, lo(limit)),
-                (REGION_CTRL_1, 0),
-                (REGION_CTRL_2, ctrl2),
-            ];
-            at_region(&w)
-        }
-        Family::Blackhole => {
-            if enable && limit - b >= BH_MAX_REGION {
-                return None;
-            }
-            let ctrl2 = if enable { REGION_EN } else { 0 };
-            let w = [
-                (LOWER_BASE, lo(b)),
-                (UPPER_BASE, hi(b)),
-                (LOWER_TARGET, lo(target)),
-                (UPPER_TARGET, hi(target)),
-                (LOWER_LIMIT, lo(limit)),
-                (UPPER_LIMIT, hi(limit)),
-                (REGION_CTRL_1, BH_INCREASE_REGION_SIZE),
-                (REGION_CTRL_2, ctrl2),
-                (REGION_CTRL_3, 0),
-            ];
-            at_region(&w)
-        }
-    };
-    Some(writes)
+    (r.unwrap_or(zero), r.is_some())
+}
+
+/// The low half of a 64-bit address, as the registers take it.
+fn lo(v: u64) -> u32 {
+    v as u32
+}
+
+/// The high half of a 64-bit address.
+fn hi(v: u64) -> u32 {
+    (v >> 32) as u32
+}
+
+/// `list` as [`Writes`] and their count; `None` if any is (a region the
+/// controller does not have).
+fn in_order(list: &[Option<(usize, u32)>]) -> Option<(Writes, usize)> {
+    let mut writes = [(0usize, 0u32); 9];
+    for (slot, write) in writes.iter_mut().zip(list) {
+        *slot = (*write)?;
+    }
+    Some((writes, list.len()))
 }
 
 #[cfg(tt_kunit)]

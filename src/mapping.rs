@@ -53,6 +53,15 @@ use crate::{
         Bars,
         Width, //
     },
+    chip::{
+        tlb_regs::{
+            self,
+            NocTlbConfig,
+            RegisterWrites, //
+        },
+        Family,
+        Layout, //
+    },
     rust_ext::mm::{
         set_io_pfnmap,
         set_tag,
@@ -63,16 +72,7 @@ use crate::{
         VmFault,
         WriteCombining, //
     },
-    tlb::{
-        Family,
-        Layout,
-        TlbPool, //
-    },
-    tlb_regs::{
-        self,
-        NocTlbConfig,
-        RegisterWrites, //
-    },
+    tlb::TlbPool,
     uapi::Mapping,
 };
 use core::{

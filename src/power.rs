@@ -45,12 +45,12 @@ use crate::{
         ArcMessage,
         Firmware, //
     },
+    chip::Family,
     rust_ext::task::{
         comm,
         TASK_COMM_LEN, //
     },
     smc::Outcome,
-    tlb::Family,
     uapi::SetPowerState,
 };
 use kernel::{
@@ -146,10 +146,7 @@ impl PowerVote {
 
     /// The firmware message that asks for this state.
     pub(crate) fn message(&self, family: Family) -> ArcMessage {
-        let kind = match family {
-            Family::Wormhole => 0xC0,
-            Family::Blackhole => 0x21,
-        };
+        let kind = family.chip().power_message;
         let mut message = [0u32; 8];
         message[0] = kind | u32::from(self.validity) << 8 | u32::from(self.flags) << 16;
         for (i, word) in message[1..].iter_mut().enumerate() {
@@ -345,9 +342,10 @@ pub(crate) struct CardPower {
 
 impl CardPower {
     pub(crate) fn new(family: Family, policy: bool, grace_ms: u32) -> impl PinInit<Self> {
-        let grace = match family {
-            Family::Wormhole => Delta::from_millis(grace_ms.into()),
-            Family::Blackhole => Delta::ZERO,
+        let grace = if family.chip().power_grace {
+            Delta::from_millis(grace_ms.into())
+        } else {
+            Delta::ZERO
         };
         pin_init!(Self {
             votes <- new_mutex!(Votes::new()),

@@ -47,6 +47,13 @@ use crate::{
     arbiter::OwnerId,
     arc::Firmware,
     card::Card,
+    chip::regs::{
+        INTERFACE_TIMER_CONTROL,
+        INTERFACE_TIMER_TARGET,
+        PCI_COMMAND,
+        PCI_VENDOR_ID, //
+    },
+    chip::Family,
     driver::VENDOR_TENSTORRENT,
     rust_ext::{
         bound::WhileBound,
@@ -57,7 +64,6 @@ use crate::{
             SavedState, //
         },
     },
-    tlb::Family,
 };
 use core::sync::atomic::{
     AtomicBool,
@@ -81,16 +87,6 @@ pub(crate) const RESET_USER: u32 = 3;
 pub(crate) const RESET_ASIC: u32 = 4;
 pub(crate) const RESET_ASIC_DMC: u32 = 5;
 pub(crate) const RESET_POST_RESET: u32 = 6;
-
-const PCI_COMMAND: usize = 0x04;
-/// The Command register's Parity Error Response bit: tt-kmd's reset marker.
-const PCI_COMMAND_PARITY: u16 = 1 << 6;
-/// The PCIe controller's interface timer, in the vendor part of the
-/// configuration space: its target, then its control (enable | force
-/// pending) fires it.
-const INTERFACE_TIMER_TARGET: usize = 0x934;
-const INTERFACE_TIMER_CONTROL: usize = 0x930;
-const INTERFACE_TIMER_FIRE: u32 = 0x11;
 
 /// ARC firmware messages of a reset: Wormhole mailbox NOP and both chips'
 /// TRIGGER_RESET, Blackhole's queue TEST; TRIGGER_RESET's argument 3 also
@@ -146,32 +142,32 @@ impl CardFunction {
 
     fn restore_state(&self) -> Result<bool> {
         self.with_saved(|pdev, saved| {
-            let vendor = pdev.config_space().try_read16(0)?;
+            let vendor = pdev.config_space().try_read(PCI_VENDOR_ID)?.vendor_id();
             Ok(vendor == VENDOR_TENSTORRENT && restore_state(pdev, saved))
         })
     }
 
     fn marker_clear(&self) -> Result<bool> {
-        self.with(|pdev| {
-            let command = pdev.config_space().try_read16(PCI_COMMAND)?;
-            Ok(command & PCI_COMMAND_PARITY == 0)
-        })
+        self.with(|pdev| Ok(!pdev.config_space().try_read(PCI_COMMAND)?.parity()))
     }
 
     /// Sets the reset marker, which the chip's reset clears.
     fn set_marker(&self) -> Result {
         self.with(|pdev| {
-            let config = pdev.config_space();
-            let command = config.try_read16(PCI_COMMAND)?;
-            config.try_write16(command | PCI_COMMAND_PARITY, PCI_COMMAND)
+            pdev.config_space()
+                .try_update(PCI_COMMAND, |command| command.with_parity(true))
         })
     }
 
     fn fire_interface_timer(&self) -> Result {
         self.with(|pdev| {
             let config = pdev.config_space();
-            config.try_write32(1, INTERFACE_TIMER_TARGET)?;
-            config.try_write32(INTERFACE_TIMER_FIRE, INTERFACE_TIMER_CONTROL)
+            config.try_write_reg(INTERFACE_TIMER_TARGET::zeroed().with_value(1u32))?;
+            config.try_write_reg(
+                INTERFACE_TIMER_CONTROL::zeroed()
+                    .with_en(true)
+                    .with_force_pending(true),
+            )
         })
     }
 
@@ -180,7 +176,7 @@ impl CardFunction {
     fn reset_link(&self) -> Result<bool> {
         self.with(|pdev| {
             reset_bus(pdev)?;
-            let vendor = pdev.config_space().try_read16(0)?;
+            let vendor = pdev.config_space().try_read(PCI_VENDOR_ID)?.vendor_id();
             save_state(pdev);
             Ok(vendor == VENDOR_TENSTORRENT)
         })

@@ -19,6 +19,11 @@
 use crate::{
     arc::Firmware,
     card::Card,
+    chip::{
+        Family,
+        ARC_CSM_BASE,
+        ARC_CSM_SIZE, //
+    },
     rust_ext::{
         hwmon::{
             hwmon_callbacks,
@@ -30,7 +35,6 @@ use crate::{
         },
         sysfs::Page,
     },
-    tlb::Family,
 };
 use core::fmt::{
     self,
@@ -79,16 +83,15 @@ pub(crate) mod tag {
     pub(crate) const TDP_LIMIT_MAX: u16 = 64;
 }
 
-/// The ARC's CSM, where the table and the values must be.
-const CSM_BASE: u32 = 0x1000_0000;
-const CSM_END: u32 = CSM_BASE + (512 << 10);
+/// The end of the ARC's CSM, where the table and the values must be.
+const CSM_END: u32 = ARC_CSM_BASE + ARC_CSM_SIZE;
 /// Table versions up to 1.x are understood.
 const MAX_MAJOR_VERSION: u32 = 1;
 /// More entries than any firmware publishes; a table claiming more is cut.
 const MAX_ENTRIES: u32 = 1024;
 
 fn in_csm(addr: u32) -> bool {
-    (CSM_BASE..=CSM_END - 4).contains(&addr)
+    (ARC_CSM_BASE..=CSM_END - 4).contains(&addr)
 }
 
 /// How an attribute shows its tag.
@@ -436,10 +439,11 @@ impl Card {
         self: &Arc<Self>,
         pdev: &Device<Bound>,
     ) -> Result<Registration<Card>> {
-        let (name, channels): (&'static CStr, &[Channel]) = match self.tlb.layout().family {
-            Family::Wormhole => (c"wormhole", &WORMHOLE_CHANNELS),
-            Family::Blackhole => (c"blackhole", &BLACKHOLE_CHANNELS),
+        let family = self.tlb.layout().family;
+        let channels: &[Channel] = match family {
+            Family::Wormhole => &WORMHOLE_CHANNELS,
+            Family::Blackhole => &BLACKHOLE_CHANNELS,
         };
-        Registration::new(pdev, name, channels, self.clone())
+        Registration::new(pdev, family.chip().name, channels, self.clone())
     }
 }

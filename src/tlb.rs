@@ -19,6 +19,11 @@ use crate::{
         OwnerId,
         Requester, //
     },
+    chip::{
+        layout::MAX_CLASSES,
+        Layout,
+        SizeClass, //
+    },
     fifo::Fifo,
     rust_ext::{
         task::TASK_COMM_LEN,
@@ -45,9 +50,6 @@ use kernel::{
     },
 };
 
-const MIB: u64 = 1 << 20;
-const GIB: u64 = 1 << 30;
-
 /// Window ids are below this; FREE_TLB of a larger id is `EINVAL`.
 pub(crate) const MAX_WINDOWS: u32 = 256;
 
@@ -57,161 +59,17 @@ pub(crate) const MAX_WINDOWS: u32 = 256;
 const MMAP_OFFSET_UC: u64 = 6 << 36;
 const MMAP_OFFSET_WC: u64 = 7 << 36;
 
-/// Most size classes a layout has.
-pub(crate) const MAX_CLASSES: usize = 3;
-
-/// Windows of one size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SizeClass {
-    pub(crate) size: u64,
-    /// Windows of this size, those the kernel keeps included.
-    pub(crate) total: u32,
-    /// Windows at the end of the class that the kernel keeps for itself.
-    pub(crate) kept: u32,
-    /// Offset of the first window, as the mmap offsets count it.
-    pub(crate) base: u64,
-}
-
-/// The card families, each with its window layout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Family {
-    Wormhole,
-    Blackhole,
-}
-
-/// The windows of a card, by class, in id order.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Layout {
-    pub(crate) family: Family,
-    classes: [SizeClass; MAX_CLASSES],
-    count: usize,
-}
-
-impl Layout {
-    /// Wormhole: 156 x 1 MiB, 10 x 2 MiB, 20 x 16 MiB (the last one kept by
-    /// the kernel), packed in that order in BAR0.
-    pub(crate) const fn wormhole() -> Self {
-        Self {
-            family: Family::Wormhole,
-            classes: [
-                SizeClass {
-                    size: MIB,
-                    total: 156,
-                    kept: 0,
-                    base: 0,
-                },
-                SizeClass {
-                    size: 2 * MIB,
-                    total: 10,
-                    kept: 0,
-                    base: 156 * MIB,
-                },
-                SizeClass {
-                    size: 16 * MIB,
-                    total: 20,
-                    kept: 1,
-                    base: 176 * MIB,
-                },
-            ],
-            count: 3,
-        }
-    }
-
-    /// Blackhole: 202 x 2 MiB in BAR0 (the last one kept by the kernel) and
-    /// `windows_4g` x 4 GiB in BAR4 (its size / 4 GiB; 8 on a full card),
-    /// whose offsets start after BAR0's 512 MiB.
-    pub(crate) const fn blackhole(windows_4g: u32) -> Self {
-        let unused = SizeClass {
-            size: 0,
-            total: 0,
-            kept: 0,
-            base: 0,
-        };
-        Self {
-            family: Family::Blackhole,
-            classes: [
-                SizeClass {
-                    size: 2 * MIB,
-                    total: 202,
-                    kept: 1,
-                    base: 0,
-                },
-                SizeClass {
-                    size: 4 * GIB,
-                    total: windows_4g,
-                    kept: 0,
-                    base: 512 * MIB,
-                },
-                unused,
-            ],
-            count: 2,
-        }
-    }
-
-    /// The size classes, in id order.
-    pub(crate) fn classes(&self) -> &[SizeClass] {
-        &self.classes[..self.count]
-    }
-
-    /// The window the kernel keeps for its own NOC accesses: the last of the
-    /// class that keeps one.
-    pub(crate) fn kernel_window(&self) -> Option<usize> {
-        let mut first = 0usize;
-        for c in self.classes() {
-            if c.kept > 0 {
-                return Some(first + c.total as usize - 1);
-            }
-            first += c.total as usize;
-        }
-        None
-    }
-
-    /// Windows in all, kept ones included.
-    pub(crate) fn total(&self) -> usize {
-        self.classes().iter().map(|c| c.total as usize).sum()
-    }
-
-    /// The class of windows of exactly `size` bytes.
-    fn class_of_size(&self, size: u64) -> Option<usize> {
-        self.classes()
-            .iter()
-            .position(|c| c.size == size && c.total > c.kept)
-    }
-
-    /// The ids of class `class`: the windows a file may be given.
-    fn ids(&self, class: usize) -> core::ops::Range<usize> {
-        let first: usize = self.classes()[..class]
-            .iter()
-            .map(|c| c.total as usize)
-            .sum();
-        let c = &self.classes()[class];
-        first..first + (c.total - c.kept) as usize
-    }
-
-    /// The class and position in it of window `id`.
-    fn locate(&self, id: usize) -> Option<(usize, usize)> {
-        let mut first = 0;
-        for (class, c) in self.classes().iter().enumerate() {
-            if id < first + c.total as usize {
-                return Some((class, id - first));
-            }
-            first += c.total as usize;
-        }
-        None
-    }
-
-    /// The window `id` as ALLOCATE_TLB reports it.
-    fn window(&self, id: usize) -> Option<Window> {
-        let (class, position) = self.locate(id)?;
-        let c = &self.classes()[class];
-        let offset = c.base + position as u64 * c.size;
-        Some(Window {
-            id: id as u32,
-            mmap_offset_uc: MMAP_OFFSET_UC + offset,
-            mmap_offset_wc: MMAP_OFFSET_WC + offset,
-            waited_ns: 0,
-        })
-    }
+/// The window `id` of `layout` as ALLOCATE_TLB reports it.
+fn window(layout: &Layout, id: usize) -> Option<Window> {
+    let (class, position) = layout.locate(id)?;
+    let c = &layout.classes()[class];
+    let offset = c.base + position as u64 * c.size;
+    Some(Window {
+        id: id as u32,
+        mmap_offset_uc: MMAP_OFFSET_UC + offset,
+        mmap_offset_wc: MMAP_OFFSET_WC + offset,
+        waited_ns: 0,
+    })
 }
 
 /// An allocated window.
@@ -353,7 +211,7 @@ impl TlbPool {
         if state.queues[class].is_empty() {
             if let Some(id) = state.lowest_free(&self.layout, class) {
                 state.holders[id] = Some(Holder { owner, who });
-                return self.layout.window(id).ok_or(TlbError::Gone);
+                return window(&self.layout, id).ok_or(TlbError::Gone);
             }
         }
         let start = monotonic_ns();
@@ -387,7 +245,7 @@ impl TlbPool {
         });
         match result {
             Ok(id) if !state.gone && !state.fence.is_stale(owner) => {
-                let mut window = self.layout.window(id).ok_or(TlbError::Gone)?;
+                let mut window = window(&self.layout, id).ok_or(TlbError::Gone)?;
                 window.waited_ns = u64::try_from(monotonic_ns() - start).unwrap_or(0);
                 Ok(window)
             }

@@ -16,12 +16,12 @@ use super::{
 };
 use crate::{
     arbiter::Requester,
+    chip::tlb_regs::NocTlbConfig,
     mapping,
     tlb::{
         TlbError,
         MAX_WINDOWS, //
     },
-    tlb_regs::NocTlbConfig,
     uapi::{
         AllocateTlbIn,
         AllocateTlbOut,

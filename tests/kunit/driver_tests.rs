@@ -10,7 +10,7 @@
 #![cfg(tt_kunit)]
 
 use super::*;
-use crate::tlb::Family;
+use crate::chip::Family;
 
 #[kunit_tests(tenstorrent_driver)]
 mod tests {

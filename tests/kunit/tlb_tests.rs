@@ -11,6 +11,8 @@ use crate::arbiter::{
     POLL_LEASE_NS, //
 };
 
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
 const UC: u64 = 6 << 36;
 const WC: u64 = 7 << 36;
 

@@ -27,7 +27,7 @@
 //! which aims a window at a tile nobody asked for; here a field that does
 //! not fit is `EINVAL`. Reserved fields are not checked, as in tt-kmd.
 
-use crate::tlb::{
+use super::{
     Family,
     Layout, //
 };
@@ -201,5 +201,5 @@ pub(crate) fn reset(layout: &Layout, id: usize) -> Result<RegisterWrites> {
 }
 
 #[cfg(tt_kunit)]
-#[path = "../tests/kunit/tlb_regs_tests.rs"]
+#[path = "../../tests/kunit/tlb_regs_tests.rs"]
 mod kunit;

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The chip layer: what differs between the card families and how their
+//! registers are laid out.
+//!
+//! - `mod.rs`: the chip's identity, [`Family`], and what the driver needs
+//!   to know of each chip, [`Chip`].
+//! - [`wormhole`], [`blackhole`]: each chip's [`Chip`] table.
+//! - [`layout`]: the TLB windows a chip has, by size class ([`Layout`]).
+//! - [`regs`]: registers typed with the kernel's `register!` macro, each
+//!   with where its layout comes from.
+//! - [`tlb_regs`]: the TLB windows' configuration registers, encoded and
+//!   decoded.
+
+mod blackhole;
+pub(crate) mod layout;
+pub(crate) mod regs;
+pub(crate) mod tlb_regs;
+mod wormhole;
+
+use kernel::prelude::*;
+
+pub(crate) use layout::{
+    Layout,
+    SizeClass, //
+};
+
+/// The card families, each with its window layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Family {
+    Wormhole,
+    Blackhole,
+}
+
+/// The ARC's CSM, as ARC addresses: 512 KiB from `ARC_CSM_BASE` (tt-kmd
+/// 2.10 `telemetry.c`), on both chips.
+pub(crate) const ARC_CSM_BASE: u32 = 0x1000_0000;
+pub(crate) const ARC_CSM_SIZE: u32 = 512 << 10;
+
+impl Family {
+    /// What the driver needs to know of this chip.
+    pub(crate) const fn chip(self) -> &'static Chip {
+        match self {
+            Self::Wormhole => &wormhole::CHIP,
+            Self::Blackhole => &blackhole::CHIP,
+        }
+    }
+}
+
+/// What differs between the chips, beyond their window layout
+/// ([`Layout`]) and their registers ([`regs`]): one per chip, in
+/// `wormhole.rs` and `blackhole.rs`.
+pub(crate) struct Chip {
+    /// The chip's name, as tt-kmd names its hwmon device.
+    pub(crate) name: &'static CStr,
+    /// Address bits the chip reaches host memory with when no outbound
+    /// iATU region translates (the DMA mask).
+    pub(crate) dma_bits: u32,
+    /// The NOC address of the PCIe tile's outbound window's first byte.
+    pub(crate) iatu_noc_base: u64,
+    /// The part of the outbound window iATU regions may cover, `0..=max`.
+    pub(crate) iatu_window_max: u64,
+    /// The ARC firmware message type of a power vote
+    /// (`ARC_MSG_TYPE_POWER_SETTING`).
+    pub(crate) power_message: u32,
+    /// Whether the last close waits the module's grace period before the
+    /// card powers down (otherwise it does at once).
+    pub(crate) power_grace: bool,
+    /// Where the ARC tile is.
+    pub(crate) arc: ArcTile,
+}
+
+/// Where the ARC tile's registers are, as NOC addresses of that tile.
+#[derive(Clone, Copy)]
+pub(crate) struct ArcTile {
+    /// NOC0 coordinates of the ARC tile (tt-umd `ARC_CORES_NOC0`).
+    pub(crate) x: u16,
+    pub(crate) y: u16,
+    /// The ARC's APB peripherals: the reset unit (home of the scratch
+    /// registers) at +0x3_0000, Blackhole's MSI catcher at +0xB_0000.
+    pub(crate) apb: u64,
+    /// The NOC address of ARC address [`ARC_CSM_BASE`].
+    pub(crate) csm: u64,
+    /// Where BAR0 shows the APB block and CSM, if it does (Wormhole).
+    pub(crate) bar0: Option<(usize, usize)>,
+    /// The reset unit registers where the firmware publishes the ARC
+    /// address of its message queue's control block, of its telemetry tag
+    /// table and of its telemetry values, as offsets in the reset unit.
+    pub(crate) msg_qcb_ptr: u64,
+    pub(crate) telemetry_ptr: u64,
+    pub(crate) telemetry_data: u64,
+}
+
+impl ArcTile {
+    /// The NOC address of the ARC's reset unit.
+    pub(crate) fn reset_unit(&self) -> u64 {
+        self.apb + 0x3_0000
+    }
+}

@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Wormhole: what the driver needs to know of this chip, in one table.
+
+use super::{
+    regs::{
+        reset_unit_offset,
+        WH_ARC_MSG_QCB_PTR,
+        WH_ARC_TELEMETRY_DATA,
+        WH_ARC_TELEMETRY_PTR, //
+    },
+    ArcTile,
+    Chip, //
+};
+
+/// Wormhole (tt-kmd 2.10 `wormhole.c` unless said otherwise).
+pub(super) const CHIP: Chip = Chip {
+    name: c"wormhole",
+    // The chip reaches host memory through 32-bit addresses without an
+    // outbound iATU region.
+    dma_bits: 32,
+    // The outbound window starts at NOC address 0x8_0000_0000; its last
+    // 128 KiB are kept out of reach, as tt-kmd keeps them.
+    iatu_noc_base: 0x8_0000_0000,
+    iatu_window_max: 0xFFFE_0000 - 1,
+    // `ARC_MSG_TYPE_POWER_SETTING`.
+    power_message: 0xC0,
+    // The last close powers down after the module's grace period.
+    power_grace: true,
+    arc: ArcTile {
+        // tt-umd `ARC_CORES_NOC0`.
+        x: 0,
+        y: 10,
+        apb: 0x8_8000_0000,
+        csm: 0x8_1000_0000,
+        bar0: Some((0x1FF0_0000, 0x1FE8_0000)),
+        msg_qcb_ptr: reset_unit_offset::<WH_ARC_MSG_QCB_PTR>(),
+        telemetry_ptr: reset_unit_offset::<WH_ARC_TELEMETRY_PTR>(),
+        telemetry_data: reset_unit_offset::<WH_ARC_TELEMETRY_DATA>(),
+    },
+};
