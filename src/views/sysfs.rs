@@ -44,6 +44,7 @@
 use crate::{
     arbiter::LOCK_COUNT,
     card::Card,
+    chip::Family,
     power::PowerVote,
     rust_ext::sysfs::{
         indexed_attribute_group,
@@ -51,7 +52,6 @@ use crate::{
         Page,
         ShowAttribute, //
     },
-    tlb::Family,
 };
 use core::fmt::{
     self,
