@@ -41,3 +41,23 @@ pub(super) const CHIP: Chip = Chip {
         telemetry_data: reset_unit_offset::<BH_ARC_TELEMETRY_DATA>(),
     },
 };
+
+/// The PCIe tile's NOC2AXI configuration block in BAR0, and in it the NIU
+/// status counters of NOC0, NOC1's block that far after it (tt-kmd
+/// blackhole.c `NOC2AXI_CFG_START`, `NOC_STATUS_OFFSET`,
+/// `NOC1_NOC2AXI_OFFSET`).
+const NOC2AXI_CFG_START: usize = 0x1FD0_0000;
+const NOC_STATUS_OFFSET: usize = 0x4200;
+const NOC1_NOC2AXI_OFFSET: usize = 0x1_0000;
+
+/// The NIU status counters tt-kmd shows as `pcie_perf_counters`, by index
+/// among the NIU's status registers, in its order (blackhole.c:
+/// `SLV_POSTED_WR_DATA_WORD_RECEIVED` 0x39 ... `MST_RD_DATA_WORD_RECEIVED`
+/// 0x3). Each counts 32-byte data words.
+pub(crate) const PCIE_COUNTER_IDS: [usize; 6] = [0x39, 0x38, 0x33, 0x9, 0x8, 0x3];
+
+/// The BAR0 offset of the PCIe tile's NIU status counter `id` of NOC
+/// `noc` (0 or 1).
+pub(crate) const fn pcie_counter_offset(noc: usize, id: usize) -> usize {
+    NOC2AXI_CFG_START + NOC_STATUS_OFFSET + 4 * id + noc * NOC1_NOC2AXI_OFFSET
+}

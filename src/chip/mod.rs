@@ -12,7 +12,7 @@
 //! - [`tlb_regs`]: the TLB windows' configuration registers, encoded and
 //!   decoded.
 
-mod blackhole;
+pub(crate) mod blackhole;
 pub(crate) mod layout;
 pub(crate) mod regs;
 pub(crate) mod tlb_regs;

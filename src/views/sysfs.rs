@@ -44,7 +44,13 @@
 use crate::{
     arbiter::LOCK_COUNT,
     card::Card,
-    chip::Family,
+    chip::{
+        blackhole::{
+            pcie_counter_offset,
+            PCIE_COUNTER_IDS, //
+        },
+        Family,
+    },
     power::PowerVote,
     rust_ext::sysfs::{
         indexed_attribute_group,
@@ -247,22 +253,9 @@ indexed_attribute_group!(
 
 indexed_attribute_group!(SMC_GROUP: Card, SMC, Some(c"smc"), [c"queue", c"counters"]);
 
-/// The PCIe tile's NOC2AXI configuration block in Blackhole's BAR0, and in
-/// it the NIU status counters of NOC0, NOC1's block that far after it
-/// (tt-kmd blackhole.c `NOC2AXI_CFG_START`, `NOC_STATUS_OFFSET`,
-/// `NOC1_NOC2AXI_OFFSET`).
-const BH_NOC2AXI_CFG_START: usize = 0x1FD0_0000;
-const NOC_STATUS_OFFSET: usize = 0x4200;
-const NOC1_NOC2AXI_OFFSET: usize = 0x1_0000;
-
-/// `pcie_perf_counters/NAME0` and `NAME1`: the PCIe tile's NIU counter of
-/// each NOC, in 32-byte data words, by its index among the NIU's status
-/// registers (tt-kmd blackhole.c, in its order: `SLV_POSTED_WR_DATA_WORD_RECEIVED`
-/// 0x39 ... `MST_RD_DATA_WORD_RECEIVED` 0x3). NOC0's six come first.
-const PCIE_COUNTER_IDS: [usize; 6] = [0x39, 0x38, 0x33, 0x9, 0x8, 0x3];
-
 // tt-kmd's `pcie_perf_counters` group, Blackhole only (as in tt-kmd):
-// what nvtop reads for a card's PCIe traffic.
+// what nvtop reads for a card's PCIe traffic. NOC0's six counters, in the
+// order of `chip::blackhole::PCIE_COUNTER_IDS`, then NOC1's.
 indexed_attribute_group!(
     PCIE_COUNTERS_GROUP: Card,
     PCIE_COUNTERS,
@@ -352,8 +345,7 @@ impl Card {
     fn show_pcie_counter(&self, index: usize, out: &mut Page<'_>) -> fmt::Result {
         let noc = index / PCIE_COUNTER_IDS.len();
         let id = PCIE_COUNTER_IDS[index % PCIE_COUNTER_IDS.len()];
-        let offset = BH_NOC2AXI_CFG_START + NOC_STATUS_OFFSET + 4 * id + noc * NOC1_NOC2AXI_OFFSET;
-        match self.memory.bar0_read32(offset) {
+        match self.memory.bar0_read32(pcie_counter_offset(noc, id)) {
             Ok(value) => writeln!(out, "{value}"),
             Err(e) => {
                 out.fail(e);
