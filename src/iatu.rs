@@ -18,6 +18,7 @@ use crate::chip::{
     regs::{
         located,
         BlackholeIatu,
+        IatuBase,
         WormholeIatu,
         IATU_LOWER_BASE_ADDR_OUTBOUND,
         IATU_LOWER_LIMIT_ADDR_OUTBOUND,
@@ -32,7 +33,10 @@ use crate::chip::{
     },
     Family,
 };
-use kernel::prelude::Zeroable;
+use kernel::{
+    io::register::RegisterBase,
+    prelude::Zeroable, //
+};
 
 /// Outbound regions of the controller.
 pub(crate) const REGIONS: usize = IATU_OUTBOUND_REGIONS;
@@ -120,27 +124,13 @@ fn encode_wormhole(region: usize, r: Option<Region>) -> Option<(Writes, usize)> 
     if limit > u64::from(u32::MAX) {
         return None;
     }
+    let [b0, b1, t0, t1, l0] = addresses::<B>(region, base, target, limit);
     in_order(&[
-        located::<_, B>(
-            region,
-            IATU_LOWER_BASE_ADDR_OUTBOUND::zeroed().with_value(lo(base)),
-        ),
-        located::<_, B>(
-            region,
-            IATU_UPPER_BASE_ADDR_OUTBOUND::zeroed().with_value(hi(base)),
-        ),
-        located::<_, B>(
-            region,
-            IATU_LOWER_TARGET_ADDR_OUTBOUND::zeroed().with_value(lo(target)),
-        ),
-        located::<_, B>(
-            region,
-            IATU_UPPER_TARGET_ADDR_OUTBOUND::zeroed().with_value(hi(target)),
-        ),
-        located::<_, B>(
-            region,
-            IATU_LOWER_LIMIT_ADDR_OUTBOUND::zeroed().with_value(lo(limit)),
-        ),
+        b0,
+        b1,
+        t0,
+        t1,
+        l0,
         located::<_, B>(region, IATU_REGION_CTRL_1_OUTBOUND::zeroed()),
         located::<_, B>(
             region,
@@ -169,7 +159,39 @@ fn encode_blackhole(region: usize, r: Option<Region>) -> Option<(Writes, usize)>
     if enable && limit - base >= BH_MAX_REGION {
         return None;
     }
+    let [b0, b1, t0, t1, l0] = addresses::<B>(region, base, target, limit);
     in_order(&[
+        b0,
+        b1,
+        t0,
+        t1,
+        l0,
+        located::<_, B>(
+            region,
+            IATU_UPPER_LIMIT_ADDR_OUTBOUND::zeroed().with_value(hi(limit)),
+        ),
+        located::<_, B>(
+            region,
+            IATU_REGION_CTRL_1_OUTBOUND::zeroed().with_increase_region_size(true),
+        ),
+        located::<_, B>(
+            region,
+            IATU_REGION_CTRL_2_OUTBOUND::zeroed().with_region_en(enable),
+        ),
+        located::<_, B>(region, IATU_REGION_CTRL_3_OUTBOUND::zeroed()),
+    ])
+}
+
+/// The writes of region `region`'s addresses, the same on both chips from
+/// their own base `B`, in the order tt-kmd writes them: the base, the
+/// target, the limit's low half.
+fn addresses<B: RegisterBase<IatuBase>>(
+    region: usize,
+    base: u64,
+    target: u64,
+    limit: u64,
+) -> [Option<(usize, u32)>; 5] {
+    [
         located::<_, B>(
             region,
             IATU_LOWER_BASE_ADDR_OUTBOUND::zeroed().with_value(lo(base)),
@@ -190,20 +212,7 @@ fn encode_blackhole(region: usize, r: Option<Region>) -> Option<(Writes, usize)>
             region,
             IATU_LOWER_LIMIT_ADDR_OUTBOUND::zeroed().with_value(lo(limit)),
         ),
-        located::<_, B>(
-            region,
-            IATU_UPPER_LIMIT_ADDR_OUTBOUND::zeroed().with_value(hi(limit)),
-        ),
-        located::<_, B>(
-            region,
-            IATU_REGION_CTRL_1_OUTBOUND::zeroed().with_increase_region_size(true),
-        ),
-        located::<_, B>(
-            region,
-            IATU_REGION_CTRL_2_OUTBOUND::zeroed().with_region_en(enable),
-        ),
-        located::<_, B>(region, IATU_REGION_CTRL_3_OUTBOUND::zeroed()),
-    ])
+    ]
 }
 
 /// `r`'s addresses (all 0 to disable) and whether the region is enabled.
