@@ -40,6 +40,10 @@
 //! files vote, whether a powerdown is pending and whether a power message
 //! is on its way; `power_votes/votes` shows the vote of each open file, one
 //! line a file.
+//!
+//! `/sys/class/tenstorrent/tenstorrent!N/pcie_perf_counters/` (Blackhole
+//! only, as in tt-kmd) shows the PCIe tile's NIU traffic counters of each
+//! NOC, read from the card at each read.
 
 use crate::{
     arbiter::LOCK_COUNT,

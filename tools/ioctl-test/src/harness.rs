@@ -146,7 +146,7 @@ fn restore_bindings() -> TestResult {
     let mut problems = Vec::new();
     for bdf in bdfs().iter().flatten() {
         if std::path::Path::new(&format!("/sys/bus/pci/devices/{bdf}")).exists() && !is_bound(bdf) {
-            match util::sysfs_write("/sys/bus/pci/drivers/tenstorrent/bind", bdf) {
+            match util::sysfs_write(util::BIND, bdf) {
                 Ok(()) => problems.push(format!("card {bdf} was left unbound (rebound it)")),
                 Err(e) => problems.push(format!(
                     "card {bdf} was left unbound; rebinding failed: {e}"

@@ -164,6 +164,10 @@ pub fn sysfs_reset(bdf: &str, method: &str) -> TestResult {
     reset
 }
 
+/// The PCI core's files that bind a card to this driver and unbind it.
+pub const BIND: &str = "/sys/bus/pci/drivers/tenstorrent/bind";
+pub const UNBIND: &str = "/sys/bus/pci/drivers/tenstorrent/unbind";
+
 /// Whether `bdf` is bound to the `tenstorrent` driver.
 pub fn is_bound(bdf: &str) -> bool {
     fs::symlink_metadata(format!("/sys/bus/pci/drivers/tenstorrent/{bdf}")).is_ok()

@@ -702,7 +702,7 @@ pub fn unbind_frees_buffers_and_pins() -> TestResult {
         &["buffers=1", "pins=1", "outbound_regions=1/16"],
         "before unbind",
     )?;
-    sysfs_write("/sys/bus/pci/drivers/tenstorrent/unbind", &bdf)?;
+    sysfs_write(UNBIND, &bdf)?;
     // Before anything was freed the card was quiesced: its regions are
     // disabled and it masters the bus no more, so its NOC reaches none of
     // the freed memory (seen failing before unbind did either: the region
@@ -721,7 +721,7 @@ pub fn unbind_frees_buffers_and_pins() -> TestResult {
     if status != 0 && outcome.is_ok() {
         outcome = Err(format!("pinner: {}", describe_status(status)));
     }
-    sysfs_write("/sys/bus/pci/drivers/tenstorrent/bind", &bdf)?;
+    sysfs_write(BIND, &bdf)?;
     wait_path(&node(n), true)?;
     outcome?;
     expect_usage(
@@ -1130,7 +1130,7 @@ pub fn map_peer_bar_revoked_at_peer_unbind() -> TestResult {
         .ok_or("no BAR of card 1 could be mapped for card 0")?;
     expect_usage(0, &["peer_mappings=1"], "after MAP_PEER_BAR")?;
     let bdf1 = bdf(1)?;
-    sysfs_write("/sys/bus/pci/drivers/tenstorrent/unbind", &bdf1)?;
+    sysfs_write(UNBIND, &bdf1)?;
     let outcome = expect_usage(0, &["peer_mappings=0"], "after the peer's unbind").and_then(|()| {
         expect_errno(
             map(&b, index),
@@ -1138,7 +1138,7 @@ pub fn map_peer_bar_revoked_at_peer_unbind() -> TestResult {
             "MAP_PEER_BAR through the unbound peer's file",
         )
     });
-    sysfs_write("/sys/bus/pci/drivers/tenstorrent/bind", &bdf1)?;
+    sysfs_write(BIND, &bdf1)?;
     wait_path(&node(1), true)?;
     outcome?;
     drop(a);

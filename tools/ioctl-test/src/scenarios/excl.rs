@@ -196,10 +196,10 @@ pub fn exclusive_waits_in_order() -> TestResult {
     waiter.expect("ready")?;
     wait_state(n, "waiting=1")?;
     let bdf = bdf(n as usize)?;
-    sysfs_write("/sys/bus/pci/drivers/tenstorrent/unbind", &bdf)?;
+    sysfs_write(UNBIND, &bdf)?;
     let status = waiter.status()?;
     drop(held);
-    sysfs_write("/sys/bus/pci/drivers/tenstorrent/bind", &bdf)?;
+    sysfs_write(BIND, &bdf)?;
     wait_path(&node(n), true)?;
     ensure!(
         status == 0,

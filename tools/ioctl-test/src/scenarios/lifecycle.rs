@@ -10,9 +10,6 @@ use tt_arbiter::{abi, Device, Wait};
 use crate::util::*;
 use crate::worker::{err_reply, finish, ok, worker};
 
-const UNBIND: &str = "/sys/bus/pci/drivers/tenstorrent/unbind";
-const BIND: &str = "/sys/bus/pci/drivers/tenstorrent/bind";
-
 /// delete_module(O_NONBLOCK) fails while a device file is open.
 pub fn module_unload_refused_while_open() -> TestResult {
     let f = open(0)?;

@@ -780,7 +780,7 @@ pub fn sigbus_after_unbind() -> TestResult {
         child.expect("mapped")?;
         children.push(child);
     }
-    sysfs_write("/sys/bus/pci/drivers/tenstorrent/unbind", &bdf)?;
+    sysfs_write(UNBIND, &bdf)?;
     let mut outcome = Ok(());
     for child in children {
         child.send("touch")?;
@@ -792,7 +792,7 @@ pub fn sigbus_after_unbind() -> TestResult {
             ));
         }
     }
-    sysfs_write("/sys/bus/pci/drivers/tenstorrent/bind", &bdf)?;
+    sysfs_write(BIND, &bdf)?;
     wait_path(&node(n), true)?;
     outcome
 }

@@ -773,10 +773,10 @@ pub fn unbind_and_reset_end_messages() -> TestResult {
             .recv()
             .map_err(|_| "no tid".to_string())
             .and_then(wait_asleep_in_ioctl)
-            .and_then(|()| sysfs_write("/sys/bus/pci/drivers/tenstorrent/unbind", &bdf0));
+            .and_then(|()| sysfs_write(UNBIND, &bdf0));
         (t.join(), unbound)
     });
-    let rebound = sysfs_write("/sys/bus/pci/drivers/tenstorrent/bind", &bdf0);
+    let rebound = sysfs_write(BIND, &bdf0);
     unbound?;
     let (r, _) = woken.map_err(|_| "waiter panicked".to_string())?;
     expect_errno(r, libc::ENODEV, "SMC_WAIT across unbind")?;

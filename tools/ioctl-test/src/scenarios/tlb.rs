@@ -364,8 +364,8 @@ pub fn unbind_wakes_tlb_waiters() -> TestResult {
     })?;
     w.expect("ready")?;
     wait_tlb_waiters(0, "16M", 1)?;
-    sysfs_write("/sys/bus/pci/drivers/tenstorrent/unbind", &bdf)?;
-    let rebind = || sysfs_write("/sys/bus/pci/drivers/tenstorrent/bind", &bdf);
+    sysfs_write(UNBIND, &bdf)?;
+    let rebind = || sysfs_write(BIND, &bdf);
     let waited = w.expect("done").and_then(|_| w.wait());
     drop(d);
     rebind()?;

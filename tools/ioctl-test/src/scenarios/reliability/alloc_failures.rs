@@ -340,8 +340,6 @@ pub fn allocation_failures() -> TestResult {
     Ok(())
 }
 
-const BIND: &str = "/sys/bus/pci/drivers/tenstorrent/bind";
-const UNBIND: &str = "/sys/bus/pci/drivers/tenstorrent/unbind";
 /// More allocation points than the probe has.
 const MOST_PROBE_POINTS: u32 = 3000;
 
