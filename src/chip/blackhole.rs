@@ -3,6 +3,7 @@
 //! Blackhole: what the driver needs to know of this chip, in one table.
 
 use super::{
+    iatu_regs,
     regs::{
         reset_unit_offset,
         BH_ARC_MSG_QCB_PTR,
@@ -24,6 +25,7 @@ pub(super) const CHIP: Chip = Chip {
     // bytes.
     iatu_noc_base: 1 << 60,
     iatu_window_max: (1 << 58) - 1,
+    iatu_writes: iatu_regs::blackhole,
     // `ARC_MSG_TYPE_POWER_SETTING`.
     power_message: 0x21,
     // The last close powers down at once, as in tt-kmd.

@@ -9,10 +9,12 @@
 //! - [`layout`]: the TLB windows a chip has, by size class ([`Layout`]).
 //! - [`regs`]: registers typed with the kernel's `register!` macro, each
 //!   with where its layout comes from.
+//! - [`iatu_regs`]: each chip's writes of an outbound iATU region.
 //! - [`tlb_regs`]: the TLB windows' configuration registers, encoded and
 //!   decoded.
 
 pub(crate) mod blackhole;
+pub(crate) mod iatu_regs;
 pub(crate) mod layout;
 pub(crate) mod regs;
 pub(crate) mod tlb_regs;
@@ -60,6 +62,8 @@ pub(crate) struct Chip {
     pub(crate) iatu_noc_base: u64,
     /// The part of the outbound window iATU regions may cover, `0..=max`.
     pub(crate) iatu_window_max: u64,
+    /// The register writes that set an outbound iATU region.
+    pub(crate) iatu_writes: iatu_regs::EncodeRegion,
     /// The ARC firmware message type of a power vote
     /// (`ARC_MSG_TYPE_POWER_SETTING`).
     pub(crate) power_message: u32,

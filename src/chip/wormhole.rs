@@ -3,6 +3,7 @@
 //! Wormhole: what the driver needs to know of this chip, in one table.
 
 use super::{
+    iatu_regs,
     regs::{
         reset_unit_offset,
         WH_ARC_MSG_QCB_PTR,
@@ -23,6 +24,7 @@ pub(super) const CHIP: Chip = Chip {
     // 128 KiB are kept out of reach, as tt-kmd keeps them.
     iatu_noc_base: 0x8_0000_0000,
     iatu_window_max: 0xFFFE_0000 - 1,
+    iatu_writes: iatu_regs::wormhole,
     // `ARC_MSG_TYPE_POWER_SETTING`.
     power_message: 0xC0,
     // The last close powers down after the module's grace period.
