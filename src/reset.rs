@@ -53,7 +53,7 @@ use crate::{
         PCI_COMMAND,
         PCI_VENDOR_ID, //
     },
-    chip::Family,
+    chip::ChipReset,
     driver::VENDOR_TENSTORRENT,
     rust_ext::{
         bound::WhileBound,
@@ -184,10 +184,16 @@ impl CardFunction {
 }
 
 /// Asks the firmware to reset the chip (flags 4 and 5), the reset marker
-/// set first: whether the request went out.
+/// set first, the way the chip's table says: whether the request went out.
 fn reset_chip(function: &CardFunction, firmware: &Firmware<'_>, with_dmc: bool) -> Result<bool> {
-    match (firmware.family(), with_dmc) {
-        (Family::Wormhole, _) => {
+    let chip = firmware.family().chip();
+    let (how, level) = if with_dmc {
+        (chip.asic_dmc_reset, TRIGGER_RESET_WITH_DMC)
+    } else {
+        (chip.asic_reset, 0)
+    };
+    match how {
+        ChipReset::ArcMailbox => {
             if firmware
                 .wh_mailbox(MSG_NOP, (0, 0), Some(NOP_TIMEOUT))
                 .is_err()
@@ -195,18 +201,17 @@ fn reset_chip(function: &CardFunction, firmware: &Firmware<'_>, with_dmc: bool) 
                 return Ok(false);
             }
             function.set_marker()?;
-            let level = if with_dmc { TRIGGER_RESET_WITH_DMC } else { 0 };
             // The chip resets instead of answering.
             Ok(firmware
                 .wh_mailbox(MSG_TRIGGER_RESET, (level, 0), None)
                 .is_ok())
         }
-        (Family::Blackhole, false) => {
+        ChipReset::InterfaceTimer => {
             function.set_marker()?;
             function.fire_interface_timer()?;
             Ok(true)
         }
-        (Family::Blackhole, true) => {
+        ChipReset::ArcQueue => {
             // A NOC that does not carry this will not carry the reset.
             let mut test = [0u32; 8];
             test[0] = MSG_TEST.into();
@@ -217,7 +222,7 @@ fn reset_chip(function: &CardFunction, firmware: &Firmware<'_>, with_dmc: bool) 
             function.set_marker()?;
             let mut trigger = [0u32; 8];
             trigger[0] = MSG_TRIGGER_RESET.into();
-            trigger[1] = TRIGGER_RESET_WITH_DMC.into();
+            trigger[1] = level.into();
             // Its answer may not come: the chip is resetting.
             let _ = firmware.send(&trigger);
             Ok(true)

@@ -12,6 +12,7 @@ use super::{
     },
     ArcTile,
     Chip,
+    ChipReset,
     ARC_CSM_BASE, //
 };
 
@@ -42,6 +43,10 @@ pub(super) const CHIP: Chip = Chip {
         telemetry_ptr: reset_unit_offset::<BH_ARC_TELEMETRY_PTR>(),
         telemetry_data: reset_unit_offset::<BH_ARC_TELEMETRY_DATA>(),
     },
+    // `blackhole_reset`: the interface timer; with the board management
+    // controller, TEST then TRIGGER_RESET through the message queue.
+    asic_reset: ChipReset::InterfaceTimer,
+    asic_dmc_reset: ChipReset::ArcQueue,
 };
 
 /// The PCIe tile's NOC2AXI configuration block in BAR0, and in it the NIU

@@ -72,6 +72,26 @@ pub(crate) struct Chip {
     pub(crate) power_grace: bool,
     /// Where the ARC tile is.
     pub(crate) arc: ArcTile,
+    /// How RESET_DEVICE's `ASIC_RESET` (4) has the chip reset.
+    pub(crate) asic_reset: ChipReset,
+    /// How its `ASIC_DMC_RESET` (5) does, the board management controller
+    /// with the chip.
+    pub(crate) asic_dmc_reset: ChipReset,
+}
+
+/// How the driver has a chip reset itself (tt-kmd 2.10 `wormhole_reset`,
+/// `blackhole_reset`), the reset marker set first (src/reset.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChipReset {
+    /// Through the ARC's scratch-register mailbox: a NOP the ARC must
+    /// answer, then TRIGGER_RESET (argument 3 with the board management
+    /// controller).
+    ArcMailbox,
+    /// The PCIe controller's interface timer fired: the chip resets itself.
+    InterfaceTimer,
+    /// Through the ARC message queue: a TEST the firmware must answer (the
+    /// NOC carries messages), then TRIGGER_RESET (as [`ChipReset::ArcMailbox`]).
+    ArcQueue,
 }
 
 /// Where the ARC tile's registers are, as NOC addresses of that tile.

@@ -11,7 +11,8 @@ use super::{
         WH_ARC_TELEMETRY_PTR, //
     },
     ArcTile,
-    Chip, //
+    Chip,
+    ChipReset, //
 };
 
 /// Wormhole (tt-kmd 2.10 `wormhole.c` unless said otherwise).
@@ -40,4 +41,7 @@ pub(super) const CHIP: Chip = Chip {
         telemetry_ptr: reset_unit_offset::<WH_ARC_TELEMETRY_PTR>(),
         telemetry_data: reset_unit_offset::<WH_ARC_TELEMETRY_DATA>(),
     },
+    // `wormhole_reset`: both through the mailbox, NOP first.
+    asic_reset: ChipReset::ArcMailbox,
+    asic_dmc_reset: ChipReset::ArcMailbox,
 };
