@@ -13,14 +13,15 @@
 //! reads through the kernel's window, never on the path of an ioctl.
 //!
 //! Facts from tt-kmd 2.10 `telemetry.c` / `telemetry.h` (table layout, tag
-//! numbers, formats, hwmon conversions), `wormhole.c` and `blackhole.c`
-//! (where the table is, which attributes and channels each chip has).
+//! numbers, formats, hwmon conversions); which attributes, channels and
+//! labels each chip has is its table's ([`TelemetryView`]).
 
 use crate::{
     arc::Firmware,
     card::Card,
     chip::{
         Family,
+        TelemetryView,
         ARC_CSM_BASE,
         ARC_CSM_SIZE, //
     },
@@ -108,46 +109,67 @@ pub(crate) enum Format {
     CardType,
 }
 
+/// Which chips show an attribute: all, or those whose table says so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShownOn {
+    EveryChip,
+    /// The versions of the firmware of the chip's other parts
+    /// ([`TelemetryView::component_versions`]).
+    Components,
+    /// [`TelemetryView::therm_trip_count`].
+    ThermTrips,
+}
+
+impl ShownOn {
+    /// Whether a chip whose table says `view` shows the attribute.
+    fn by(self, view: &TelemetryView) -> bool {
+        match self {
+            Self::EveryChip => true,
+            Self::Components => view.component_versions,
+            Self::ThermTrips => view.therm_trip_count,
+        }
+    }
+}
+
 /// A telemetry attribute of the class device (`tt_*`, named in
 /// src/views/sysfs.rs in the order of [`ATTRIBUTES`]), and the chips that have it.
 pub(crate) struct TelemetryAttribute {
     pub(crate) tag: u16,
     pub(crate) format: Format,
-    pub(crate) wormhole: bool,
-    pub(crate) blackhole: bool,
+    pub(crate) shown_on: ShownOn,
 }
 
-const fn attribute(
-    tag: u16,
-    format: Format,
-    wormhole: bool,
-    blackhole: bool,
-) -> TelemetryAttribute {
+const fn attribute(tag: u16, format: Format, shown_on: ShownOn) -> TelemetryAttribute {
     TelemetryAttribute {
         tag,
         format,
-        wormhole,
-        blackhole,
+        shown_on,
     }
 }
+
+use ShownOn::{
+    Components,
+    EveryChip,
+    ThermTrips, //
+};
 
 /// tt-kmd 2.10's attributes, in its order (Wormhole's list, then what only
 /// Blackhole has).
 pub(crate) const ATTRIBUTES: [TelemetryAttribute; 14] = [
-    /* tt_aiclk */ attribute(tag::AICLK, Format::Decimal, true, true),
-    /* tt_axiclk */ attribute(tag::AXICLK, Format::Decimal, true, true),
-    /* tt_arcclk */ attribute(tag::ARCCLK, Format::Decimal, true, true),
-    /* tt_serial */ attribute(tag::BOARD_ID, Format::Hex64, true, true),
-    /* tt_card_type */ attribute(tag::BOARD_ID, Format::CardType, true, true),
-    /* tt_fw_bundle_ver */ attribute(tag::FLASH_BUNDLE_VERSION, Format::Version, true, true),
-    /* tt_m3app_fw_ver */ attribute(tag::BM_APP_FW_VERSION, Format::Version, true, true),
-    /* tt_ttflash_ver */ attribute(tag::TT_FLASH_VERSION, Format::Version, true, false),
-    /* tt_m3bl_fw_ver */ attribute(tag::BM_BL_FW_VERSION, Format::Version, true, false),
-    /* tt_arc_fw_ver */ attribute(tag::CM_FW_VERSION, Format::Version, true, false),
-    /* tt_eth_fw_ver */ attribute(tag::ETH_FW_VERSION, Format::Version, true, false),
-    /* tt_asic_id */ attribute(tag::ASIC_ID, Format::Hex64, true, true),
-    /* tt_heartbeat */ attribute(tag::TIMER_HEARTBEAT, Format::Decimal, true, true),
-    /* tt_therm_trip_count */ attribute(tag::THERM_TRIP_COUNT, Format::Decimal, false, true),
+    /* tt_aiclk */ attribute(tag::AICLK, Format::Decimal, EveryChip),
+    /* tt_axiclk */ attribute(tag::AXICLK, Format::Decimal, EveryChip),
+    /* tt_arcclk */ attribute(tag::ARCCLK, Format::Decimal, EveryChip),
+    /* tt_serial */ attribute(tag::BOARD_ID, Format::Hex64, EveryChip),
+    /* tt_card_type */ attribute(tag::BOARD_ID, Format::CardType, EveryChip),
+    /* tt_fw_bundle_ver */ attribute(tag::FLASH_BUNDLE_VERSION, Format::Version, EveryChip),
+    /* tt_m3app_fw_ver */ attribute(tag::BM_APP_FW_VERSION, Format::Version, EveryChip),
+    /* tt_ttflash_ver */ attribute(tag::TT_FLASH_VERSION, Format::Version, Components),
+    /* tt_m3bl_fw_ver */ attribute(tag::BM_BL_FW_VERSION, Format::Version, Components),
+    /* tt_arc_fw_ver */ attribute(tag::CM_FW_VERSION, Format::Version, Components),
+    /* tt_eth_fw_ver */ attribute(tag::ETH_FW_VERSION, Format::Version, Components),
+    /* tt_asic_id */ attribute(tag::ASIC_ID, Format::Hex64, EveryChip),
+    /* tt_heartbeat */ attribute(tag::TIMER_HEARTBEAT, Format::Decimal, EveryChip),
+    /* tt_therm_trip_count */ attribute(tag::THERM_TRIP_COUNT, Format::Decimal, ThermTrips),
 ];
 
 /// The board names of board ids (bits 4-19 of the high word).
@@ -204,16 +226,17 @@ pub(crate) fn write_value(
     }
 }
 
-/// The hwmon channels of each chip: tt-kmd 2.10's, Blackhole with a fan.
+/// The hwmon channels: tt-kmd 2.10's, with a fan on the chips whose table
+/// says so ([`TelemetryView::hwmon_fan`]).
 const INPUT_LABEL_MAX: &[Attribute] = &[Attribute::Input, Attribute::Label, Attribute::Max];
 const INPUT_LABEL: &[Attribute] = &[Attribute::Input, Attribute::Label];
-pub(crate) const WORMHOLE_CHANNELS: [Channel; 4] = [
+pub(crate) const CHANNELS: [Channel; 4] = [
     channel(Sensor::Temp, INPUT_LABEL_MAX),
     channel(Sensor::In, INPUT_LABEL_MAX),
     channel(Sensor::Curr, INPUT_LABEL_MAX),
     channel(Sensor::Power, INPUT_LABEL_MAX),
 ];
-pub(crate) const BLACKHOLE_CHANNELS: [Channel; 5] = [
+pub(crate) const CHANNELS_WITH_FAN: [Channel; 5] = [
     channel(Sensor::Temp, INPUT_LABEL_MAX),
     channel(Sensor::In, INPUT_LABEL_MAX),
     channel(Sensor::Curr, INPUT_LABEL_MAX),
@@ -256,18 +279,15 @@ pub(crate) fn hwmon_value(sensor: Sensor, attribute: Attribute, raw: u32) -> i64
     i64::from(value)
 }
 
-/// The hwmon label of a channel.
+/// The hwmon label of a channel, as the chip's table names it.
 pub(crate) fn hwmon_label(family: Family, sensor: Sensor) -> &'static CStr {
-    match (family, sensor) {
-        (Family::Wormhole, Sensor::Temp) => c"asic1_temp",
-        (Family::Wormhole, Sensor::In) => c"vcore1",
-        (Family::Wormhole, Sensor::Curr) => c"current1",
-        (Family::Wormhole, Sensor::Power) => c"power1",
-        (Family::Blackhole, Sensor::Temp) => c"asic_temp",
-        (Family::Blackhole, Sensor::In) => c"vcore",
-        (Family::Blackhole, Sensor::Curr) => c"current",
-        (Family::Blackhole, Sensor::Power) => c"power",
-        (_, Sensor::Fan) => c"fan_rpm",
+    let labels = &family.chip().telemetry.hwmon_labels;
+    match sensor {
+        Sensor::Temp => labels.asic_temp,
+        Sensor::In => labels.vcore,
+        Sensor::Curr => labels.current,
+        Sensor::Power => labels.power,
+        Sensor::Fan => c"fan_rpm",
     }
 }
 
@@ -426,11 +446,8 @@ impl Card {
         let Some(attribute) = ATTRIBUTES.get(index) else {
             return false;
         };
-        let chip_has_it = match self.tlb.layout().family {
-            Family::Wormhole => attribute.wormhole,
-            Family::Blackhole => attribute.blackhole,
-        };
-        chip_has_it && self.telemetry.has(attribute.tag)
+        let chip = self.tlb.layout().family.chip();
+        attribute.shown_on.by(&chip.telemetry) && self.telemetry.has(attribute.tag)
     }
 
     /// Registers the card's hwmon device under `pdev` ("wormhole" or
@@ -439,11 +456,12 @@ impl Card {
         self: &Arc<Self>,
         pdev: &Device<Bound>,
     ) -> Result<Registration<Card>> {
-        let family = self.tlb.layout().family;
-        let channels: &[Channel] = match family {
-            Family::Wormhole => &WORMHOLE_CHANNELS,
-            Family::Blackhole => &BLACKHOLE_CHANNELS,
+        let chip = self.tlb.layout().family.chip();
+        let channels: &[Channel] = if chip.telemetry.hwmon_fan {
+            &CHANNELS_WITH_FAN
+        } else {
+            &CHANNELS
         };
-        Registration::new(pdev, family.chip().name, channels, self.clone())
+        Registration::new(pdev, chip.name, channels, self.clone())
     }
 }

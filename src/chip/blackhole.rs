@@ -13,6 +13,8 @@ use super::{
     ArcTile,
     Chip,
     ChipReset,
+    HwmonLabels,
+    TelemetryView,
     ARC_CSM_BASE, //
 };
 
@@ -47,6 +49,17 @@ pub(super) const CHIP: Chip = Chip {
     // controller, TEST then TRIGGER_RESET through the message queue.
     asic_reset: ChipReset::InterfaceTimer,
     asic_dmc_reset: ChipReset::ArcQueue,
+    telemetry: TelemetryView {
+        component_versions: false,
+        therm_trip_count: true,
+        hwmon_labels: HwmonLabels {
+            asic_temp: c"asic_temp",
+            vcore: c"vcore",
+            current: c"current",
+            power: c"power",
+        },
+        hwmon_fan: true,
+    },
 };
 
 /// The PCIe tile's NOC2AXI configuration block in BAR0, and in it the NIU

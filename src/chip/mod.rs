@@ -77,6 +77,33 @@ pub(crate) struct Chip {
     /// How its `ASIC_DMC_RESET` (5) does, the board management controller
     /// with the chip.
     pub(crate) asic_dmc_reset: ChipReset,
+    /// What of the firmware's telemetry the chip shows, and how.
+    pub(crate) telemetry: TelemetryView,
+}
+
+/// The telemetry a chip shows as tt-kmd 2.10 shows it (its `wormhole.c` /
+/// `blackhole.c` attribute lists, hwmon channels and labels), beyond the
+/// attributes every chip has (src/telemetry.rs).
+pub(crate) struct TelemetryView {
+    /// Whether the versions of the firmware of the chip's other parts are
+    /// attributes: `tt_ttflash_ver`, `tt_m3bl_fw_ver`, `tt_arc_fw_ver`,
+    /// `tt_eth_fw_ver`.
+    pub(crate) component_versions: bool,
+    /// Whether `tt_therm_trip_count` is an attribute.
+    pub(crate) therm_trip_count: bool,
+    /// The hwmon labels of the channels every chip has.
+    pub(crate) hwmon_labels: HwmonLabels,
+    /// Whether hwmon has a fan channel.
+    pub(crate) hwmon_fan: bool,
+}
+
+/// The hwmon labels of the ASIC's temperature, core voltage, current and
+/// power channels.
+pub(crate) struct HwmonLabels {
+    pub(crate) asic_temp: &'static CStr,
+    pub(crate) vcore: &'static CStr,
+    pub(crate) current: &'static CStr,
+    pub(crate) power: &'static CStr,
 }
 
 /// How the driver has a chip reset itself (tt-kmd 2.10 `wormhole_reset`,

@@ -12,7 +12,9 @@ use super::{
     },
     ArcTile,
     Chip,
-    ChipReset, //
+    ChipReset,
+    HwmonLabels,
+    TelemetryView, //
 };
 
 /// Wormhole (tt-kmd 2.10 `wormhole.c` unless said otherwise).
@@ -44,4 +46,15 @@ pub(super) const CHIP: Chip = Chip {
     // `wormhole_reset`: both through the mailbox, NOP first.
     asic_reset: ChipReset::ArcMailbox,
     asic_dmc_reset: ChipReset::ArcMailbox,
+    telemetry: TelemetryView {
+        component_versions: true,
+        therm_trip_count: false,
+        hwmon_labels: HwmonLabels {
+            asic_temp: c"asic1_temp",
+            vcore: c"vcore1",
+            current: c"current1",
+            power: c"power1",
+        },
+        hwmon_fan: false,
+    },
 };
