@@ -39,16 +39,26 @@
 use crate::{
     chip::{
         regs::{
+            arc_queue::{
+                HEADER_BYTES,
+                REQUEST_RPTR,
+                REQUEST_WPTR,
+                RESPONSE_RPTR,
+                RESPONSE_WPTR,
+                SLOT_BYTES, //
+            },
             reset_unit_offset,
-            BH_ARC_BOOT_STATUS,
             WH_ARC_MISC_CNTL_REG,
+            WH_FW_MESSAGE_PRESENT,
             WH_MAILBOX_ARGS_REG,
-            WH_MAILBOX_MESSAGE_REG,
-            WH_POST_CODE_REG, //
+            WH_MAILBOX_MESSAGE_REG, //
         },
         ArcTile,
+        Doorbell,
         Family,
         Layout,
+        QueueAddress,
+        ARC_APB_SIZE,
         ARC_CSM_BASE,
         ARC_CSM_SIZE, //
     },
@@ -70,30 +80,10 @@ use kernel::{
     time::Delta, //
 };
 
-/// The ARC's APB peripherals: 1 MiB from the tile's `apb` address.
-const APB_SIZE: u64 = 1 << 20;
-
-/// Wormhole post code stage once the ARC's L2 runs and can take messages
-/// (tt-kmd 2.10 `POST_CODE_ARC_L2`, upper half).
-const WH_POST_CODE_ARC_L2: u32 = 0xC0DE;
-/// Wormhole mailbox: a message id is written as `0xAA00 | id`; the firmware
-/// answers `id` and its exit code, or all ones for an id it does not know
-/// (tt-kmd 2.10 `wormhole_send_arc_fw_message_with_args`).
-const WH_FW_MESSAGE_PRESENT: u16 = 0xAA00;
-
 /// Between two looks at the mailbox (tt-kmd sleeps 100-200 µs).
 const POLL_INTERVAL: Delta = Delta::from_micros(100);
 
-/// Queue header: host-written request write pointer and response read
-/// pointer, firmware-written request read pointer and response write
-/// pointer; slots after the 32 bytes.
-const REQUEST_WPTR: u32 = 0x00;
-const RESPONSE_RPTR: u32 = 0x04;
-const REQUEST_RPTR: u32 = 0x10;
-const RESPONSE_WPTR: u32 = 0x14;
-const HEADER_BYTES: u32 = 32;
 const TWO: NonZeroU32 = NonZeroU32::MIN.saturating_add(1);
-const SLOT_BYTES: u32 = 32;
 
 /// One queue message or answer: a header word and seven payload words.
 pub(crate) type ArcMessage = [u32; 8];
@@ -213,7 +203,7 @@ impl Exchange<'_> {
     /// the block for the whole run (and held meanwhile: keep runs short).
     fn run<R>(&self, block: Block, f: impl FnOnce(&ArcRun<'_>) -> Result<R>) -> Result<R> {
         let (noc, len) = match block {
-            Block::Apb => (self.tile.apb, APB_SIZE),
+            Block::Apb => (self.tile.apb, ARC_APB_SIZE),
             Block::Csm => (self.tile.csm, u64::from(ARC_CSM_SIZE)),
         };
         match self.tile.bar0 {
@@ -262,6 +252,13 @@ impl Exchange<'_> {
         self.tile.reset_unit() + reset_unit_offset::<T>()
     }
 
+    /// The NOC address of the register that says whether the firmware
+    /// takes messages, and what it says.
+    fn message_ready(&self) -> (u64, fn(u32) -> bool) {
+        let ready = self.tile.message_ready;
+        (self.tile.reset_unit() + ready.register, ready.is_ready)
+    }
+
     /// The register where the firmware publishes the ARC address of its
     /// queue control block (Wormhole `ARC_MSG_QCB_PTR`, Blackhole
     /// `SCRATCH_RAM[11]`).
@@ -281,14 +278,7 @@ impl Exchange<'_> {
     pub(crate) fn locate_queue(&self) -> Result<Queue> {
         let family = self.layout.family;
         let control_block = self.run(Block::Apb, |apb| {
-            let (ready, is_ready): (u64, fn(u32) -> bool) = match family {
-                Family::Wormhole => (self.register::<WH_POST_CODE_REG>(), |status| {
-                    WH_POST_CODE_REG::from(status).stage().get() == WH_POST_CODE_ARC_L2
-                }),
-                Family::Blackhole => (self.register::<BH_ARC_BOOT_STATUS>(), |status| {
-                    BH_ARC_BOOT_STATUS::from(status).ready_for_msg()
-                }),
-            };
+            let (ready, is_ready) = self.message_ready();
             match apb.read(ready)? {
                 u32::MAX => return Err(EIO),
                 status if !is_ready(status) => return Err(EAGAIN),
@@ -328,8 +318,8 @@ impl Exchange<'_> {
         args: (u16, u16),
         answer_within: Option<Delta>,
     ) -> Result<Option<u16>> {
-        let post = WH_POST_CODE_REG::from(self.read(self.register::<WH_POST_CODE_REG>())?);
-        if post.stage().get() != WH_POST_CODE_ARC_L2 {
+        let (ready, is_ready) = self.message_ready();
+        if !is_ready(self.read(ready)?) {
             return Err(EIO);
         }
         let message = self.register::<WH_MAILBOX_MESSAGE_REG>();
@@ -365,14 +355,14 @@ impl Exchange<'_> {
     /// Rings the firmware: it looks at its mailboxes and queues. Posted:
     /// the caller's next read of the tile makes sure it has landed.
     pub(crate) fn ring(&self) -> Result {
-        self.run(Block::Apb, |apb| match self.layout.family {
-            Family::Wormhole => {
+        self.run(Block::Apb, |apb| match self.tile.doorbell {
+            Doorbell::MiscControlIrq0 => {
                 let misc_cntl = self.register::<WH_ARC_MISC_CNTL_REG>();
                 let value = WH_ARC_MISC_CNTL_REG::from(apb.read(misc_cntl)?);
                 apb.write(misc_cntl, value.with_irq0(true).into())
             }
             // A 0 pushed into the MSI catcher's FIFO; a read would pop it.
-            Family::Blackhole => apb.write(self.tile.apb + 0xB_0000, 0),
+            Doorbell::MsiFifo { apb_offset } => apb.write(self.tile.apb + apb_offset, 0),
         })
     }
 }
@@ -408,10 +398,9 @@ impl Queue {
     /// `words`: `EOPNOTSUPP` with no entries, `EIO` when the queue would
     /// not fit in CSM.
     fn new(family: Family, control_block: u32, words: [u32; 2]) -> Result<Self> {
-        // Wormhole publishes the queue as an offset into CSM.
-        let base = match family {
-            Family::Wormhole => words[0].checked_add(ARC_CSM_BASE).ok_or(EIO)?,
-            Family::Blackhole => words[0],
+        let base = match family.chip().arc.queue_address {
+            QueueAddress::CsmOffset => words[0].checked_add(ARC_CSM_BASE).ok_or(EIO)?,
+            QueueAddress::ArcAddress => words[0],
         };
         let entries = NonZeroU32::new(words[1] & 0xFF).ok_or(EOPNOTSUPP)?;
         let bytes = HEADER_BYTES + 2 * entries.get() * SLOT_BYTES;
@@ -647,14 +636,14 @@ impl Firmware<'_> {
 
     /// Sends Wormhole mailbox message `id` (see [`Exchange::mailbox`]): the
     /// exit code, or `None` when `answer_within` is `None`. `EOPNOTSUPP` on
-    /// Blackhole, which has no such mailbox.
+    /// a chip without that mailbox (Blackhole).
     pub(crate) fn wh_mailbox(
         &self,
         id: u8,
         args: (u16, u16),
         answer_within: Option<Delta>,
     ) -> Result<Option<u16>> {
-        if self.family() != Family::Wormhole {
+        if !self.family().chip().arc.scratch_mailbox {
             return Err(EOPNOTSUPP);
         }
         self.exchange(|e| e.mailbox(id, args, answer_within))

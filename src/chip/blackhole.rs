@@ -6,14 +6,19 @@ use super::{
     iatu_regs,
     regs::{
         reset_unit_offset,
+        BH_ARC_BOOT_STATUS,
         BH_ARC_MSG_QCB_PTR,
+        BH_ARC_MSI_FIFO,
         BH_ARC_TELEMETRY_DATA,
         BH_ARC_TELEMETRY_PTR, //
     },
     ArcTile,
     Chip,
     ChipReset,
+    Doorbell,
     HwmonLabels,
+    MessageReady,
+    QueueAddress,
     TelemetryView,
     ARC_CSM_BASE, //
 };
@@ -44,6 +49,17 @@ pub(super) const CHIP: Chip = Chip {
         msg_qcb_ptr: reset_unit_offset::<BH_ARC_MSG_QCB_PTR>(),
         telemetry_ptr: reset_unit_offset::<BH_ARC_TELEMETRY_PTR>(),
         telemetry_data: reset_unit_offset::<BH_ARC_TELEMETRY_DATA>(),
+        // `send_arc_message`: the boot status says the queues are ready.
+        message_ready: MessageReady {
+            register: reset_unit_offset::<BH_ARC_BOOT_STATUS>(),
+            is_ready: ready_for_messages,
+        },
+        queue_address: QueueAddress::ArcAddress,
+        doorbell: Doorbell::MsiFifo {
+            apb_offset: BH_ARC_MSI_FIFO,
+        },
+        // Messages go through the queue only.
+        scratch_mailbox: false,
     },
     // `blackhole_reset`: the interface timer; with the board management
     // controller, TEST then TRIGGER_RESET through the message queue.
@@ -61,6 +77,11 @@ pub(super) const CHIP: Chip = Chip {
         hwmon_fan: true,
     },
 };
+
+/// Whether the boot status says the message queues are ready.
+fn ready_for_messages(boot_status: u32) -> bool {
+    BH_ARC_BOOT_STATUS::from(boot_status).ready_for_msg()
+}
 
 /// The PCIe tile's NOC2AXI configuration block in BAR0, and in it the NIU
 /// status counters of NOC0, NOC1's block that far after it (tt-kmd

@@ -39,6 +39,13 @@ pub(crate) enum Family {
 pub(crate) const ARC_CSM_BASE: u32 = 0x1000_0000;
 pub(crate) const ARC_CSM_SIZE: u32 = 512 << 10;
 
+/// The ARC's APB peripherals span 1 MiB from the tile's
+/// [`ArcTile::apb`], on both chips (the reset unit at +0x3_0000, Blackhole's
+/// MSI catcher at +0xB_0000: tt-kmd 2.10 `blackhole.c` `RESET_SCRATCH`,
+/// `ARC_MSI_FIFO`; tt-umd's 1 MiB `ARC_APB_BAR0_XBAR_OFFSET` range on
+/// Wormhole).
+pub(crate) const ARC_APB_SIZE: u64 = 1 << 20;
+
 impl Family {
     /// What the driver needs to know of this chip.
     pub(crate) const fn chip(self) -> &'static Chip {
@@ -140,6 +147,45 @@ pub(crate) struct ArcTile {
     pub(crate) msg_qcb_ptr: u64,
     pub(crate) telemetry_ptr: u64,
     pub(crate) telemetry_data: u64,
+    /// What says the firmware takes messages.
+    pub(crate) message_ready: MessageReady,
+    /// What the queue's control block holds as the queue's place.
+    pub(crate) queue_address: QueueAddress,
+    /// How the host rings the firmware after a queue message.
+    pub(crate) doorbell: Doorbell,
+    /// Whether the ARC also takes messages through the scratch-register
+    /// mailbox (Wormhole's), which resets use.
+    pub(crate) scratch_mailbox: bool,
+}
+
+/// The reset unit register whose value says that the firmware booted far
+/// enough to take messages, and the test of that value (all ones, a card
+/// that is gone, is told apart before it).
+#[derive(Clone, Copy)]
+pub(crate) struct MessageReady {
+    /// Its offset in the reset unit.
+    pub(crate) register: u64,
+    pub(crate) is_ready: fn(u32) -> bool,
+}
+
+/// What the first word of the message queue's control block is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QueueAddress {
+    /// An offset into CSM, from [`ARC_CSM_BASE`].
+    CsmOffset,
+    /// The queue's ARC address.
+    ArcAddress,
+}
+
+/// How the host rings the firmware: it then looks at its queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Doorbell {
+    /// `ARC_MISC_CNTL`'s IRQ0 bit set, the register read and written back
+    /// ([`regs::WH_ARC_MISC_CNTL_REG`]).
+    MiscControlIrq0,
+    /// A 0 written into the MSI catcher's FIFO, `apb_offset` into the APB
+    /// block.
+    MsiFifo { apb_offset: u64 },
 }
 
 impl ArcTile {

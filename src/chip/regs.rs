@@ -250,6 +250,40 @@ register! {
     }
 }
 
+/// Wormhole post code stage once the ARC's L2 runs and can take messages
+/// (tt-kmd 2.10 `wormhole.c` `POST_CODE_ARC_L2`, [`WH_POST_CODE_REG`]'s
+/// upper half).
+pub(crate) const WH_POST_CODE_ARC_L2: u32 = 0xC0DE;
+
+/// Wormhole mailbox: a message id is written as `0xAA00 | id` in
+/// [`WH_MAILBOX_MESSAGE_REG`] (tt-kmd 2.10 `wormhole.c`
+/// `wormhole_send_arc_fw_message_with_args`).
+pub(crate) const WH_FW_MESSAGE_PRESENT: u16 = 0xAA00;
+
+/// Blackhole's MSI catcher FIFO, as an offset into the ARC's APB block:
+/// a 0 written there makes the firmware look at its message queues
+/// (tt-kmd 2.10 `blackhole.c` `ARC_MSI_FIFO`, ARC address 0x800B_0000, the
+/// APB block being at 0x8000_0000).
+pub(crate) const BH_ARC_MSI_FIFO: u64 = 0xB_0000;
+
+/// The ARC message queue in CSM, a firmware structure (tt-kmd 2.10
+/// `msgqueue.h`): a header of four pointers, then the request slots and as
+/// many response slots, each one message of eight words.
+pub(crate) mod arc_queue {
+    /// The host's request write pointer (`ARC_MSG_QUEUE_REQ_WPTR`).
+    pub(crate) const REQUEST_WPTR: u32 = 0x00;
+    /// The host's response read pointer (`ARC_MSG_QUEUE_RES_RPTR`).
+    pub(crate) const RESPONSE_RPTR: u32 = 0x04;
+    /// The firmware's request read pointer (`ARC_MSG_QUEUE_REQ_RPTR`).
+    pub(crate) const REQUEST_RPTR: u32 = 0x10;
+    /// The firmware's response write pointer (`ARC_MSG_QUEUE_RES_WPTR`).
+    pub(crate) const RESPONSE_WPTR: u32 = 0x14;
+    /// The header's size; the slots follow (`ARC_MSG_QUEUE_HEADER_SIZE`).
+    pub(crate) const HEADER_BYTES: u32 = 32;
+    /// One slot (`sizeof(struct arc_msg)`).
+    pub(crate) const SLOT_BYTES: u32 = 32;
+}
+
 /// The offset of reset unit register `T` from the reset unit's start.
 pub(crate) const fn reset_unit_offset<T: FixedRegister>() -> u64 {
     T::OFFSET as u64

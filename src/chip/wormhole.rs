@@ -8,12 +8,17 @@ use super::{
         reset_unit_offset,
         WH_ARC_MSG_QCB_PTR,
         WH_ARC_TELEMETRY_DATA,
-        WH_ARC_TELEMETRY_PTR, //
+        WH_ARC_TELEMETRY_PTR,
+        WH_POST_CODE_ARC_L2,
+        WH_POST_CODE_REG, //
     },
     ArcTile,
     Chip,
     ChipReset,
+    Doorbell,
     HwmonLabels,
+    MessageReady,
+    QueueAddress,
     TelemetryView, //
 };
 
@@ -42,6 +47,15 @@ pub(super) const CHIP: Chip = Chip {
         msg_qcb_ptr: reset_unit_offset::<WH_ARC_MSG_QCB_PTR>(),
         telemetry_ptr: reset_unit_offset::<WH_ARC_TELEMETRY_PTR>(),
         telemetry_data: reset_unit_offset::<WH_ARC_TELEMETRY_DATA>(),
+        // `send_arc_message`: the post code says the ARC's L2 runs.
+        message_ready: MessageReady {
+            register: reset_unit_offset::<WH_POST_CODE_REG>(),
+            is_ready: arc_l2_runs,
+        },
+        // `ARC_MSG_QCB_PTR` holds an offset into CSM.
+        queue_address: QueueAddress::CsmOffset,
+        doorbell: Doorbell::MiscControlIrq0,
+        scratch_mailbox: true,
     },
     // `wormhole_reset`: both through the mailbox, NOP first.
     asic_reset: ChipReset::ArcMailbox,
@@ -58,3 +72,8 @@ pub(super) const CHIP: Chip = Chip {
         hwmon_fan: false,
     },
 };
+
+/// Whether the post code says the ARC's L2 runs and takes messages.
+fn arc_l2_runs(post_code: u32) -> bool {
+    WH_POST_CODE_REG::from(post_code).stage().get() == WH_POST_CODE_ARC_L2
+}
