@@ -59,7 +59,6 @@ use crate::{
             NocTlbConfig,
             RegisterWrites, //
         },
-        Family,
         Layout, //
     },
     rust_ext::mm::{
@@ -98,8 +97,6 @@ const MMAP_RESOURCE_COUNT: u64 = 3;
 /// The TLB windows' offset spaces.
 pub(crate) const MMAP_OFFSET_TLB_UC: u64 = 6 << 36;
 pub(crate) const MMAP_OFFSET_TLB_WC: u64 = 7 << 36;
-/// Blackhole's 4 GiB windows' offsets start after BAR0's size.
-const BAR0_SIZE: u64 = 512 << 20;
 
 /// QUERY_MAPPINGS's mapping ids: `RESOURCEn_UC` = 2n + 1, `_WC` = 2n + 2.
 const MAPPING_RESOURCE0_UC: u32 = 1;
@@ -143,18 +140,17 @@ pub(crate) struct WindowPlace {
 /// The window of `layout` whose TLB-space offsets contain `offset`.
 pub(crate) fn window_at(layout: &Layout, offset: u64) -> Option<WindowPlace> {
     let mut first = 0usize;
-    for (class, c) in layout.classes().iter().enumerate() {
+    for c in layout.classes() {
         let end = c.base + u64::from(c.total) * c.size;
         if offset >= c.base && offset < end {
             let position = (offset - c.base) / c.size;
             let start = c.base + position * c.size;
-            let bar4 = layout.family == Family::Blackhole && class == 1;
             return Some(WindowPlace {
                 id: first + position as usize,
                 start,
                 size: c.size,
-                resource: if bar4 { 2 } else { 0 },
-                bar_offset: if bar4 { start - BAR0_SIZE } else { start },
+                resource: c.resource,
+                bar_offset: c.bar_offset + (start - c.base),
             });
         }
         first += c.total as usize;

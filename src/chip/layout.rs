@@ -24,6 +24,10 @@ pub(crate) struct SizeClass {
     pub(crate) kept: u32,
     /// Offset of the first window, as the mmap offsets count it.
     pub(crate) base: u64,
+    /// The resource whose BAR shows the windows (0: BAR0, 2: BAR4), and
+    /// the offset of the first window in that BAR.
+    pub(crate) resource: usize,
+    pub(crate) bar_offset: u64,
 }
 
 /// The windows of a card, by class, in id order.
@@ -36,7 +40,8 @@ pub(crate) struct Layout {
 
 impl Layout {
     /// Wormhole: 156 x 1 MiB, 10 x 2 MiB, 20 x 16 MiB (the last one kept by
-    /// the kernel), packed in that order in BAR0.
+    /// the kernel), packed in that order in BAR0 from its start, where the
+    /// mmap offsets put them too.
     pub(crate) const fn wormhole() -> Self {
         Self {
             family: Family::Wormhole,
@@ -46,18 +51,24 @@ impl Layout {
                     total: 156,
                     kept: 0,
                     base: 0,
+                    resource: 0,
+                    bar_offset: 0,
                 },
                 SizeClass {
                     size: 2 * MIB,
                     total: 10,
                     kept: 0,
                     base: 156 * MIB,
+                    resource: 0,
+                    bar_offset: 156 * MIB,
                 },
                 SizeClass {
                     size: 16 * MIB,
                     total: 20,
                     kept: 1,
                     base: 176 * MIB,
+                    resource: 0,
+                    bar_offset: 176 * MIB,
                 },
             ],
             count: 3,
@@ -65,14 +76,16 @@ impl Layout {
     }
 
     /// Blackhole: 202 x 2 MiB in BAR0 (the last one kept by the kernel) and
-    /// `windows_4g` x 4 GiB in BAR4 (its size / 4 GiB; 8 on a full card),
-    /// whose offsets start after BAR0's 512 MiB.
+    /// `windows_4g` x 4 GiB in BAR4 from its start (its size / 4 GiB; 8 on
+    /// a full card), whose mmap offsets start after BAR0's 512 MiB.
     pub(crate) const fn blackhole(windows_4g: u32) -> Self {
         let unused = SizeClass {
             size: 0,
             total: 0,
             kept: 0,
             base: 0,
+            resource: 0,
+            bar_offset: 0,
         };
         Self {
             family: Family::Blackhole,
@@ -82,12 +95,16 @@ impl Layout {
                     total: 202,
                     kept: 1,
                     base: 0,
+                    resource: 0,
+                    bar_offset: 0,
                 },
                 SizeClass {
                     size: 4 * GIB,
                     total: windows_4g,
                     kept: 0,
                     base: 512 * MIB,
+                    resource: 2,
+                    bar_offset: 0,
                 },
                 unused,
             ],
