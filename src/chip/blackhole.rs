@@ -18,6 +18,7 @@ use super::{
     Doorbell,
     HwmonLabels,
     MessageReady,
+    PcieCounters,
     QueueAddress,
     TelemetryView,
     ARC_CSM_BASE, //
@@ -76,6 +77,10 @@ pub(super) const CHIP: Chip = Chip {
         },
         hwmon_fan: true,
     },
+    pcie_counters: Some(PcieCounters {
+        ids: PCIE_COUNTER_IDS,
+        offset: pcie_counter_offset,
+    }),
 };
 
 /// Whether the boot status says the message queues are ready.
@@ -95,10 +100,10 @@ const NOC1_NOC2AXI_OFFSET: usize = 0x1_0000;
 /// among the NIU's status registers, in its order (blackhole.c:
 /// `SLV_POSTED_WR_DATA_WORD_RECEIVED` 0x39 ... `MST_RD_DATA_WORD_RECEIVED`
 /// 0x3). Each counts 32-byte data words.
-pub(crate) const PCIE_COUNTER_IDS: [usize; 6] = [0x39, 0x38, 0x33, 0x9, 0x8, 0x3];
+const PCIE_COUNTER_IDS: [usize; 6] = [0x39, 0x38, 0x33, 0x9, 0x8, 0x3];
 
 /// The BAR0 offset of the PCIe tile's NIU status counter `id` of NOC
 /// `noc` (0 or 1).
-pub(crate) const fn pcie_counter_offset(noc: usize, id: usize) -> usize {
+const fn pcie_counter_offset(noc: usize, id: usize) -> usize {
     NOC2AXI_CFG_START + NOC_STATUS_OFFSET + 4 * id + noc * NOC1_NOC2AXI_OFFSET
 }

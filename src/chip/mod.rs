@@ -13,7 +13,7 @@
 //! - [`tlb_regs`]: the TLB windows' configuration registers, encoded and
 //!   decoded.
 
-pub(crate) mod blackhole;
+mod blackhole;
 pub(crate) mod iatu_regs;
 pub(crate) mod layout;
 pub(crate) mod regs;
@@ -86,6 +86,18 @@ pub(crate) struct Chip {
     pub(crate) asic_dmc_reset: ChipReset,
     /// What of the firmware's telemetry the chip shows, and how.
     pub(crate) telemetry: TelemetryView,
+    /// The PCIe tile's traffic counters tt-kmd shows as
+    /// `pcie_perf_counters`, on the chips that have them.
+    pub(crate) pcie_counters: Option<PcieCounters>,
+}
+
+/// The PCIe tile's NIU traffic counters of each NOC, as tt-kmd shows them.
+pub(crate) struct PcieCounters {
+    /// The counters shown, by index among the NIU's status registers, in
+    /// tt-kmd's order (each NOC's the same).
+    pub(crate) ids: [usize; 6],
+    /// The BAR0 offset of NOC `noc`'s (0 or 1) counter `id`.
+    pub(crate) offset: fn(usize, usize) -> usize,
 }
 
 /// The telemetry a chip shows as tt-kmd 2.10 shows it (its `wormhole.c` /

@@ -71,6 +71,8 @@ pub(super) const CHIP: Chip = Chip {
         },
         hwmon_fan: false,
     },
+    // tt-kmd shows no `pcie_perf_counters` for Wormhole.
+    pcie_counters: None,
 };
 
 /// Whether the post code says the ARC's L2 runs and takes messages.

@@ -48,13 +48,6 @@
 use crate::{
     arbiter::LOCK_COUNT,
     card::Card,
-    chip::{
-        blackhole::{
-            pcie_counter_offset,
-            PCIE_COUNTER_IDS, //
-        },
-        Family,
-    },
     power::PowerVote,
     rust_ext::sysfs::{
         indexed_attribute_group,
@@ -257,9 +250,9 @@ indexed_attribute_group!(
 
 indexed_attribute_group!(SMC_GROUP: Card, SMC, Some(c"smc"), [c"queue", c"counters"]);
 
-// tt-kmd's `pcie_perf_counters` group, Blackhole only (as in tt-kmd):
-// what nvtop reads for a card's PCIe traffic. NOC0's six counters, in the
-// order of `chip::blackhole::PCIE_COUNTER_IDS`, then NOC1's.
+// tt-kmd's `pcie_perf_counters` group, on the chips whose table has them
+// (Blackhole, as in tt-kmd): what nvtop reads for a card's PCIe traffic.
+// NOC0's six counters, in the order of `PcieCounters::ids`, then NOC1's.
 indexed_attribute_group!(
     PCIE_COUNTERS_GROUP: Card,
     PCIE_COUNTERS,
@@ -339,7 +332,7 @@ impl ShowAttribute for Card {
     }
 
     fn is_group_visible(&self, group: u32) -> bool {
-        group != PCIE_COUNTERS || self.tlb.layout().family == Family::Blackhole
+        group != PCIE_COUNTERS || self.tlb.layout().family.chip().pcie_counters.is_some()
     }
 }
 
@@ -347,9 +340,12 @@ impl Card {
     /// One of `pcie_perf_counters`, read from the card now: `ENODEV` once
     /// it is unbound.
     fn show_pcie_counter(&self, index: usize, out: &mut Page<'_>) -> fmt::Result {
-        let noc = index / PCIE_COUNTER_IDS.len();
-        let id = PCIE_COUNTER_IDS[index % PCIE_COUNTER_IDS.len()];
-        match self.memory.bar0_read32(pcie_counter_offset(noc, id)) {
+        let Some(counters) = &self.tlb.layout().family.chip().pcie_counters else {
+            return Ok(());
+        };
+        let noc = index / counters.ids.len();
+        let id = counters.ids[index % counters.ids.len()];
+        match self.memory.bar0_read32((counters.offset)(noc, id)) {
             Ok(value) => writeln!(out, "{value}"),
             Err(e) => {
                 out.fail(e);
