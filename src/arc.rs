@@ -40,6 +40,7 @@ use crate::{
     chip::{
         regs::{
             arc_queue::{
+                CONTROL_BLOCK_INFO,
                 HEADER_BYTES,
                 REQUEST_RPTR,
                 REQUEST_WPTR,
@@ -295,7 +296,7 @@ impl Exchange<'_> {
         let words = self.csm(|csm| {
             Ok([
                 csm.read(control_block)?,
-                csm.read(control_block.checked_add(4).ok_or(EIO)?)?,
+                csm.read(control_block.checked_add(CONTROL_BLOCK_INFO).ok_or(EIO)?)?,
             ])
         })?;
         Queue::new(family, control_block, words)
@@ -444,7 +445,11 @@ impl Queue {
     pub(crate) fn control_block_unchanged(&self, csm: &Csm<'_>) -> Result<bool> {
         let words = [
             csm.read(self.control_block)?,
-            csm.read(self.control_block.checked_add(4).ok_or(EIO)?)?,
+            csm.read(
+                self.control_block
+                    .checked_add(CONTROL_BLOCK_INFO)
+                    .ok_or(EIO)?,
+            )?,
         ];
         Ok(words == self.words)
     }

@@ -20,6 +20,7 @@ use crate::{
     arc::Firmware,
     card::Card,
     chip::{
+        regs::telemetry_table,
         Family,
         TelemetryView,
         ARC_CSM_BASE,
@@ -330,10 +331,15 @@ impl Telemetry {
         if (version >> 16) & 0xFF > MAX_MAJOR_VERSION {
             return Err(EOPNOTSUPP);
         }
-        let count = firmware.read_csm(table + 4)?.min(MAX_ENTRIES);
+        let count = firmware
+            .read_csm(table + telemetry_table::ENTRY_COUNT)?
+            .min(MAX_ENTRIES);
         let mut places = KVec::new();
         for i in 0..count {
-            let Some(entry_addr) = table.checked_add(8 + 4 * i).filter(|a| in_csm(*a)) else {
+            let Some(entry_addr) = table
+                .checked_add(telemetry_table::ENTRIES + 4 * i)
+                .filter(|a| in_csm(*a))
+            else {
                 break;
             };
             let entry = firmware.read_csm(entry_addr)?;

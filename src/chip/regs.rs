@@ -282,6 +282,20 @@ pub(crate) mod arc_queue {
     pub(crate) const HEADER_BYTES: u32 = 32;
     /// One slot (`sizeof(struct arc_msg)`).
     pub(crate) const SLOT_BYTES: u32 = 32;
+    /// The control block the firmware publishes the queue through holds
+    /// the queue's place, then at this offset its entry count in the low
+    /// byte (tt-kmd 2.10 `blackhole.c` `send_arc_message`: `queue_info`).
+    pub(crate) const CONTROL_BLOCK_INFO: u32 = 4;
+}
+
+/// The firmware's telemetry tag table in CSM, a firmware structure (tt-kmd
+/// 2.10 `wormhole.c` / `blackhole.c` `*_populate_telemetry_cache`): a
+/// version word, an entry count, then one word per entry.
+pub(crate) mod telemetry_table {
+    /// The entry count.
+    pub(crate) const ENTRY_COUNT: u32 = 4;
+    /// The first entry.
+    pub(crate) const ENTRIES: u32 = 8;
 }
 
 /// The offset of reset unit register `T` from the reset unit's start.
