@@ -154,9 +154,8 @@ fn model(vendor_id: u16, device_id: u16) -> Model {
 /// are as many as its BAR4 (`bar4_len` bytes) holds; other devices get the
 /// layout the module parameter `emulated_tlb_layout` (`emulated`) names.
 fn tlb_layout(model: Model, bar4_len: u64, emulated: u32) -> Layout {
-    const BAR4_WINDOW: u64 = 4 << 30;
     match model {
-        Model::Blackhole => Layout::blackhole(u32::try_from(bar4_len / BAR4_WINDOW).unwrap_or(0)),
+        Model::Blackhole => Layout::blackhole_in_bar4(bar4_len),
         Model::Other if emulated == EMULATE_BLACKHOLE => Layout::blackhole(8),
         Model::Grayskull | Model::Wormhole | Model::Other => Layout::wormhole(),
     }

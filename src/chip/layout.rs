@@ -112,6 +112,12 @@ impl Layout {
         }
     }
 
+    /// Blackhole with as many 4 GiB windows as a BAR4 of `bar4_len` bytes
+    /// holds.
+    pub(crate) fn blackhole_in_bar4(bar4_len: u64) -> Self {
+        Self::blackhole(u32::try_from(bar4_len / (4 * GIB)).unwrap_or(0))
+    }
+
     /// The size classes, in id order.
     pub(crate) fn classes(&self) -> &[SizeClass] {
         &self.classes[..self.count]
