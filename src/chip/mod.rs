@@ -39,11 +39,11 @@ pub(crate) enum Family {
 pub(crate) const ARC_CSM_BASE: u32 = 0x1000_0000;
 pub(crate) const ARC_CSM_SIZE: u32 = 512 << 10;
 
-/// The ARC's APB peripherals span 1 MiB from the tile's
-/// [`ArcTile::apb`], on both chips (the reset unit at +0x3_0000, Blackhole's
-/// MSI catcher at +0xB_0000: tt-kmd 2.10 `blackhole.c` `RESET_SCRATCH`,
-/// `ARC_MSI_FIFO`; tt-umd's 1 MiB `ARC_APB_BAR0_XBAR_OFFSET` range on
-/// Wormhole).
+/// The ARC's APB peripherals span 1 MiB from the tile's [`ArcTile::apb`],
+/// on both chips, the reset unit at +0x3_0000 and Blackhole's MSI catcher
+/// at +0xB_0000 (tools/emu/src/arc.rs's memory map: tt-umd
+/// `ARC_APB_NOC_XBAR_OFFSET_START`, tt-kmd `RESET_SCRATCH(n)`,
+/// `ARC_MSI_FIFO`).
 pub(crate) const ARC_APB_SIZE: u64 = 1 << 20;
 
 impl Family {
