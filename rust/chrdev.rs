@@ -18,7 +18,7 @@
 //! unbound while files are open and those files stay valid.
 
 use super::{
-    device_ptr,
+    device::device_ptr,
     mm::{
         FaultResult,
         SharedMapping,

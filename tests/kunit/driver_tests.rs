@@ -25,6 +25,18 @@ mod tests {
         assert_eq!(model(0x1234, 0x401e), Model::Other);
     }
 
+    /// rust/device.rs relies on the layout of `kernel::device::Device`:
+    /// the pointer it takes from one is the `struct device` the public API
+    /// of that `Device` reads.
+    #[test]
+    fn device_ptr_is_the_struct_device() -> Result {
+        let faux = kernel::faux::Registration::new(c"tenstorrent-kunit", None)?;
+        let faux: &kernel::faux::Device<Bound> = faux.as_ref();
+        let dev: &kernel::device::Device<Bound> = faux.as_ref();
+        assert!(crate::rust_ext::device::device_ptr_is_the_device(dev));
+        Ok(())
+    }
+
     #[test]
     fn layouts_of_real_and_emulated_cards() {
         let wormhole = tlb_layout(Model::Wormhole, 0, EMULATE_BLACKHOLE);
