@@ -15,6 +15,7 @@ pub(crate) mod dmabuf;
 pub(crate) mod hwmon;
 pub(crate) mod mm;
 pub(crate) mod pci;
+pub(crate) mod pci_ids;
 pub(crate) mod procfs;
 pub(crate) mod reboot;
 pub(crate) mod sysfs;
