@@ -18,7 +18,7 @@
 //! unbound while files are open and those files stay valid.
 
 use super::{
-    device_ptr,
+    device::device_ptr,
     mm::{
         FaultResult,
         SharedMapping,
@@ -241,7 +241,7 @@ struct RawCharDevice<T> {
 /// creation and the last drop of its device reference), and the returned
 /// reference must not outlive that.
 pub(super) unsafe fn device_data<'a, T: FileOperations>(dev: *mut bindings::device) -> &'a Arc<T> {
-    let dev = dev.cast::<Opaque<bindings::device>>();
+    let dev = Opaque::cast_from(dev).cast_mut();
     // SAFETY: By the safety requirements `dev` is the `dev` field of a live
     // `RawCharDevice<T>`.
     unsafe { &(*kernel::container_of!(dev, RawCharDevice<T>, dev)).data }
@@ -375,7 +375,7 @@ impl<T: FileOperations> CharDevice<T> {
     ///
     /// [`CharDevice::new`]: CharDevice::new
     unsafe extern "C" fn release_device(dev: *mut bindings::device) {
-        let dev = dev.cast::<Opaque<bindings::device>>();
+        let dev = Opaque::cast_from(dev).cast_mut();
         // SAFETY: By the safety requirements `dev` is the `dev` field of a
         // `RawCharDevice<T>`.
         let raw = unsafe { kernel::container_of!(dev, RawCharDevice<T>, dev) };
@@ -391,7 +391,7 @@ impl<T: FileOperations> CharDevice<T> {
         // SAFETY: The VFS passes a valid inode; for a character device node
         // `chrdev_open` has set `i_cdev` to our `cdev` and holds a reference
         // on it (hence on the whole `RawCharDevice<T>`) during this call.
-        let cdev = unsafe { (*inode).__bindgen_anon_5.i_cdev }.cast::<Opaque<bindings::cdev>>();
+        let cdev = Opaque::cast_from(unsafe { (*inode).__bindgen_anon_5.i_cdev }).cast_mut();
         // SAFETY: `cdev` is the `cdev` field of a `RawCharDevice<T>`.
         let raw = unsafe { kernel::container_of!(cdev, RawCharDevice<T>, cdev) };
         // SAFETY: `raw` is valid for the duration of this call (see above).

@@ -16,7 +16,7 @@
 //! Macros and static inlines are in `rust/dma_glue.c`.
 
 use super::{
-    device_ptr,
+    device::device_ptr,
     mm::IoRange, //
 };
 use core::{

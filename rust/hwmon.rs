@@ -154,7 +154,7 @@ impl<T: Sensors> Registration<T> {
             masks[i] = channel.mask();
         }
         let count = u32::try_from(channels.len())?;
-        let parent = super::device_ptr(parent).cast::<c_void>();
+        let parent = super::device::device_ptr(parent).cast::<c_void>();
         // SAFETY: `parent` is a bound device; `name` is a static string; the
         // arrays hold `count` entries and are copied before this returns;
         // `data` stays alive until the device is unregistered (the type

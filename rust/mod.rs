@@ -9,32 +9,16 @@
 pub(crate) mod abi;
 pub(crate) mod bound;
 pub(crate) mod chrdev;
+pub(crate) mod device;
 pub(crate) mod dma;
 pub(crate) mod dmabuf;
 pub(crate) mod hwmon;
 pub(crate) mod mm;
 pub(crate) mod pci;
+pub(crate) mod pci_ids;
 pub(crate) mod procfs;
 pub(crate) mod reboot;
 pub(crate) mod sysfs;
 pub(crate) mod task;
 pub(crate) mod time;
 pub(crate) mod workqueue;
-
-use kernel::{
-    bindings,
-    device::{
-        Device,
-        DeviceContext, //
-    },
-};
-
-/// The C `struct device` of `dev` (`Device::as_raw` is private to the
-/// `kernel` crate).
-pub(crate) fn device_ptr<Ctx: DeviceContext>(dev: &Device<Ctx>) -> *mut bindings::device {
-    // `device::Device` is `#[repr(transparent)]` over `Opaque<bindings::device>`
-    // (and a zero-sized marker), which has the layout of `bindings::device`.
-    core::ptr::from_ref(dev)
-        .cast::<bindings::device>()
-        .cast_mut()
-}

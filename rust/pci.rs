@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! PCI helpers missing from `kernel::pci`.
+//!
+//! Each calls the C PCI API on the `struct pci_dev` of a `kernel::pci::Device`
+//! (`pci_dev_ptr`), which Linux 7.3's `kernel::pci` does not hand out.
 
 use core::ops::Range;
 use kernel::{
@@ -23,21 +26,15 @@ use kernel::{
     sync::aref::ARef, //
 };
 
-/// The [`pci::Vendor`] of a raw vendor id.
+/// The C `struct pci_dev` of `pdev`: the one its `struct device`
+/// ([`super::device::device_ptr`]) is embedded in, as the C `to_pci_dev()` finds it
+/// (the offset is bindgen's, of the C struct).
 ///
-/// `kernel::pci::Vendor` only has constants for the vendors listed in
-/// `pci_ids.h`, which does not list every vendor a driver may bind.
-pub(crate) const fn vendor(id: u16) -> pci::Vendor {
-    // SAFETY: `pci::Vendor` is `#[repr(transparent)]` over `u16`, and every
-    // 16-bit value is a vendor id as far as the PCI core is concerned.
-    unsafe { core::mem::transmute::<u16, pci::Vendor>(id) }
-}
-
-/// The C `struct pci_dev` of `pdev` (`pci::Device::as_raw` is private to
-/// the `kernel` crate).
+/// Upstream change that removes it: `kernel::pci::Device::as_raw()` made
+/// `pub` (it is private to `kernel::pci` in Linux 7.3).
 fn pci_dev_ptr<Ctx: device::DeviceContext>(pdev: &pci::Device<Ctx>) -> *mut bindings::pci_dev {
     let dev: &device::Device<Ctx> = pdev.as_ref();
-    let dev = super::device_ptr(dev);
+    let dev = super::device::device_ptr(dev);
     // SAFETY: the `struct device` of a `pci::Device` is the `dev` field of
     // its `struct pci_dev`, so the containing struct is that `pci_dev`.
     unsafe { kernel::container_of!(dev, bindings::pci_dev, dev) }

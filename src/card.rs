@@ -28,7 +28,13 @@ use crate::{
             comm,
             TASK_COMM_LEN, //
         },
-        workqueue::cancel_delayed_work_sync,
+        workqueue::{
+            cancel_delayed_work_sync,
+            enqueue_delayed,
+            new_delayed_work,
+            DelayedWork,
+            DelayedWorkItem, //
+        },
     },
     smc::{
         SmcQueue,
@@ -53,13 +59,6 @@ use kernel::{
         msecs_to_jiffies,
         Delta, //
     },
-    workqueue::{
-        self,
-        impl_has_delayed_work,
-        new_delayed_work,
-        DelayedWork,
-        WorkItem, //
-    }, //
 };
 
 /// The PCI identity of a card, as GET_DEVICE_INFO reports it.
@@ -304,17 +303,11 @@ impl Card {
     }
 }
 
-impl_has_delayed_work! {
-    impl HasDelayedWork<Self> for Card { self.powerdown }
-}
-
-impl_has_delayed_work! {
-    impl HasDelayedWork<Self, 1> for Card { self.smc_work }
-}
-
 /// The message queue's poll (see src/smc.rs for why it is a poll).
-impl WorkItem<1> for Card {
-    type Pointer = Arc<Card>;
+impl DelayedWorkItem<1> for Card {
+    fn delayed_work(&self) -> &DelayedWork<Self, 1> {
+        &self.smc_work
+    }
 
     fn run(card: Arc<Card>) {
         let firmware = card.firmware();
@@ -338,8 +331,10 @@ impl WorkItem<1> for Card {
     }
 }
 
-impl WorkItem for Card {
-    type Pointer = Arc<Card>;
+impl DelayedWorkItem for Card {
+    fn delayed_work(&self) -> &DelayedWork<Self> {
+        &self.powerdown
+    }
 
     fn run(card: Arc<Card>) {
         card.power
@@ -366,13 +361,13 @@ impl Card {
     /// and then cancels the work, never leaves a run queued.
     pub(crate) fn kick_smc(self: &Arc<Self>) {
         // At once: the work item paces its looks itself.
-        let _ = workqueue::system().enqueue_delayed::<_, 1>(self.clone(), 0);
+        enqueue_delayed::<_, 1>(self, 0);
     }
 
     /// Queues [`CardPower::powerdown`] to run after `delay`. If it is queued
     /// already, that run comes first and queues the next for what is left.
     pub(crate) fn schedule_powerdown(self: &Arc<Self>, delay: Delta) {
         let ms = u32::try_from(delay.as_millis_ceil()).unwrap_or(u32::MAX);
-        let _ = workqueue::system().enqueue_delayed::<_, 0>(self.clone(), msecs_to_jiffies(ms));
+        enqueue_delayed::<_, 0>(self, msecs_to_jiffies(ms));
     }
 }

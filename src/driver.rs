@@ -26,9 +26,9 @@ use crate::{
         hwmon::Registration,
         pci::{
             clear_master,
-            vendor,
             EnabledDevice, //
         },
+        pci_ids::PCI_IDS,
         reboot::{
             OnShutdown,
             ShutdownHook, //
@@ -51,6 +51,8 @@ use kernel::{
     sync::Arc, //
 };
 
+// The driver binds these through the C id table of rust/pci_ids_glue.c;
+// the KUnit suite checks that the two list the same cards.
 /// Tenstorrent's PCI vendor id.
 pub(crate) const VENDOR_TENSTORRENT: u16 = 0x1e52;
 const DEVICE_GRAYSKULL: u16 = 0xfaca;
@@ -58,19 +60,6 @@ const DEVICE_WORMHOLE: u16 = 0x401e;
 const DEVICE_BLACKHOLE: u16 = 0xb140;
 
 pub(crate) struct TenstorrentDriver;
-
-// Built without per-entry data (`@none`) so that ids added at run time
-// through sysfs `new_id` (the test VM's emulated devices) are accepted.
-kernel::pci_device_table!(
-    PCI_TABLE,
-    @none,
-    [
-        pci::DeviceId::from_id(vendor(VENDOR_TENSTORRENT), DEVICE_WORMHOLE as u32),
-        pci::DeviceId::from_id(vendor(VENDOR_TENSTORRENT), DEVICE_BLACKHOLE as u32),
-        // Matched only to say clearly why it is not bound.
-        pci::DeviceId::from_id(vendor(VENDOR_TENSTORRENT), DEVICE_GRAYSKULL as u32),
-    ]
-);
 
 /// A bound card. Dropping it (unbind, removal, module unload) wakes every
 /// waiter with `ENODEV`, disables the card's outbound regions, removes the
@@ -169,7 +158,7 @@ impl pci::Driver for TenstorrentDriver {
     type IdInfo = ();
     type Data<'bound> = BoundCard<'bound>;
 
-    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_IDS;
 
     fn probe<'bound>(
         pdev: &'bound pci::Device<Core<'_>>,

@@ -25,6 +25,37 @@ mod tests {
         assert_eq!(model(0x1234, 0x401e), Model::Other);
     }
 
+    /// The C id table (rust/pci_ids_glue.c) binds exactly the cards
+    /// `model` knows, without driver data (for sysfs `new_id`).
+    #[test]
+    fn id_table_lists_the_known_models() {
+        let entries = PCI_IDS.entries();
+        let model_of = |id: &kernel::bindings::pci_device_id| match (
+            u16::try_from(id.vendor),
+            u16::try_from(id.device),
+        ) {
+            (Ok(vendor), Ok(device)) => model(vendor, device),
+            _ => Model::Other,
+        };
+        assert_eq!(entries.len(), 3);
+        for wanted in [Model::Grayskull, Model::Wormhole, Model::Blackhole] {
+            assert!(entries.iter().any(|id| model_of(id) == wanted));
+        }
+        assert!(entries.iter().all(|id| id.driver_data == 0));
+    }
+
+    /// rust/device.rs relies on the layout of `kernel::device::Device`:
+    /// the pointer it takes from one is the `struct device` the public API
+    /// of that `Device` reads.
+    #[test]
+    fn device_ptr_is_the_struct_device() -> Result {
+        let faux = kernel::faux::Registration::new(c"tenstorrent-kunit", None)?;
+        let faux: &kernel::faux::Device<Bound> = faux.as_ref();
+        let dev: &kernel::device::Device<Bound> = faux.as_ref();
+        assert!(crate::rust_ext::device::device_ptr_is_the_device(dev));
+        Ok(())
+    }
+
     #[test]
     fn layouts_of_real_and_emulated_cards() {
         let wormhole = tlb_layout(Model::Wormhole, 0, EMULATE_BLACKHOLE);
