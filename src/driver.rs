@@ -8,7 +8,12 @@ use crate::{
         Card,
         PciIdentity, //
     },
-    chip::Layout,
+    chip::{
+        Family,
+        Layout,
+        GRAYSKULL_DEVICE_ID,
+        VENDOR_TENSTORRENT, //
+    },
     dma::{
         CardDma,
         DmaLimits, //
@@ -51,14 +56,9 @@ use kernel::{
     sync::Arc, //
 };
 
-// The driver binds these through the C id table of rust/pci_ids_glue.c;
-// the KUnit suite checks that the two list the same cards.
-/// Tenstorrent's PCI vendor id.
-pub(crate) const VENDOR_TENSTORRENT: u16 = 0x1e52;
-const DEVICE_GRAYSKULL: u16 = 0xfaca;
-const DEVICE_WORMHOLE: u16 = 0x401e;
-const DEVICE_BLACKHOLE: u16 = 0xb140;
-
+// The driver binds the chips of src/chip/ through the C id table of
+// rust/pci_ids_glue.c; the KUnit suite checks that the two list the same
+// cards.
 pub(crate) struct TenstorrentDriver;
 
 /// A bound card. Dropping it (unbind, removal, module unload) wakes every
@@ -119,34 +119,15 @@ fn pci_domain(name: &CStr) -> u16 {
     })
 }
 
-/// What a bound PCI device is, from its ids.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Model {
-    /// End of life: refused.
-    Grayskull,
-    Wormhole,
-    Blackhole,
-    /// Bound through `new_id` (e.g. the test VM's emulated devices).
-    Other,
-}
-
-fn model(vendor_id: u16, device_id: u16) -> Model {
-    match (vendor_id, device_id) {
-        (VENDOR_TENSTORRENT, DEVICE_GRAYSKULL) => Model::Grayskull,
-        (VENDOR_TENSTORRENT, DEVICE_WORMHOLE) => Model::Wormhole,
-        (VENDOR_TENSTORRENT, DEVICE_BLACKHOLE) => Model::Blackhole,
-        _ => Model::Other,
-    }
-}
-
-/// The TLB window layout of a card of `model`: Blackhole's 4 GiB windows
-/// are as many as its BAR4 (`bar4_len` bytes) holds; other devices get the
-/// layout the module parameter `emulated_tlb_layout` (`emulated`) names.
-fn tlb_layout(model: Model, bar4_len: u64, emulated: u32) -> Layout {
-    match model {
-        Model::Blackhole => Layout::blackhole_in_bar4(bar4_len),
-        Model::Other if emulated == EMULATE_BLACKHOLE => Layout::blackhole(8),
-        Model::Grayskull | Model::Wormhole | Model::Other => Layout::wormhole(),
+/// The TLB window layout of a card of chip `family`, whose BAR4 is
+/// `bar4_len` bytes; a device of no chip the driver knows (bound through
+/// `new_id`, e.g. the test VM's emulated devices) gets the layout the
+/// module parameter `emulated_tlb_layout` (`emulated`) names.
+fn tlb_layout(family: Option<Family>, bar4_len: u64, emulated: u32) -> Layout {
+    match family {
+        Some(family) => (family.chip().tlb_layout)(bar4_len),
+        None if emulated == EMULATE_BLACKHOLE => Layout::blackhole(8),
+        None => Layout::wormhole(),
     }
 }
 
@@ -166,8 +147,7 @@ impl pci::Driver for TenstorrentDriver {
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         let vendor_id = pdev.vendor_id().as_raw();
         let device_id = pdev.device_id();
-        let model = model(vendor_id, device_id);
-        if model == Model::Grayskull {
+        if vendor_id == VENDOR_TENSTORRENT && device_id == GRAYSKULL_DEVICE_ID {
             dev_err!(
                 pdev,
                 "Grayskull ({:04x}:{:04x}) is end-of-life and not supported by this driver\n",
@@ -186,7 +166,7 @@ impl pci::Driver for TenstorrentDriver {
             domain: pci_domain(pdev.as_ref().name()),
         };
         let layout = tlb_layout(
-            model,
+            Family::of_pci_device(vendor_id, device_id),
             pdev.resource_len(4).unwrap_or(0),
             crate::module_parameters::emulated_tlb_layout.value(),
         );

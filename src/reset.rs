@@ -47,14 +47,16 @@ use crate::{
     arbiter::OwnerId,
     arc::Firmware,
     card::Card,
-    chip::regs::{
-        INTERFACE_TIMER_CONTROL,
-        INTERFACE_TIMER_TARGET,
-        PCI_COMMAND,
-        PCI_VENDOR_ID, //
+    chip::{
+        regs::{
+            INTERFACE_TIMER_CONTROL,
+            INTERFACE_TIMER_TARGET,
+            PCI_COMMAND,
+            PCI_VENDOR_ID, //
+        },
+        ChipReset,
+        VENDOR_TENSTORRENT, //
     },
-    chip::ChipReset,
-    driver::VENDOR_TENSTORRENT,
     rust_ext::{
         bound::WhileBound,
         pci::{

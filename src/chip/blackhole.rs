@@ -17,6 +17,7 @@ use super::{
     ChipReset,
     Doorbell,
     HwmonLabels,
+    Layout,
     MessageReady,
     PcieCounters,
     QueueAddress,
@@ -27,6 +28,9 @@ use super::{
 /// Blackhole (tt-kmd 2.10 `blackhole.c` unless said otherwise).
 pub(super) const CHIP: Chip = Chip {
     name: c"blackhole",
+    pci_device_id: 0xb140,
+    // Its 4 GiB windows are as many as BAR4 holds.
+    tlb_layout: Layout::blackhole_in_bar4,
     // The chip reaches host memory through 58-bit addresses without an
     // outbound iATU region.
     dma_bits: 58,

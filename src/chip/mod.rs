@@ -4,7 +4,9 @@
 //! registers are laid out.
 //!
 //! - `mod.rs`: the chip's identity, [`Family`], and what the driver needs
-//!   to know of each chip, [`Chip`].
+//!   to know of each chip, [`Chip`]; the PCI ids the driver binds (its
+//!   id table is C, rust/pci_ids_glue.c, which the KUnit suite checks
+//!   against these).
 //! - [`wormhole`], [`blackhole`]: each chip's [`Chip`] table.
 //! - [`layout`]: the TLB windows a chip has, by size class ([`Layout`]).
 //! - [`regs`]: registers typed with the kernel's `register!` macro, each
@@ -34,6 +36,13 @@ pub(crate) enum Family {
     Blackhole,
 }
 
+/// Tenstorrent's PCI vendor id.
+pub(crate) const VENDOR_TENSTORRENT: u16 = 0x1e52;
+
+/// Grayskull's PCI device id: end of life, matched only to say clearly why
+/// it is not bound.
+pub(crate) const GRAYSKULL_DEVICE_ID: u16 = 0xfaca;
+
 /// The ARC's CSM, as ARC addresses: 512 KiB from `ARC_CSM_BASE` (tt-kmd
 /// 2.10 `telemetry.c`), on both chips.
 pub(crate) const ARC_CSM_BASE: u32 = 0x1000_0000;
@@ -47,6 +56,21 @@ pub(crate) const ARC_CSM_SIZE: u32 = 512 << 10;
 pub(crate) const ARC_APB_SIZE: u64 = 1 << 20;
 
 impl Family {
+    /// Every chip the driver binds.
+    pub(crate) const ALL: [Family; 2] = [Family::Wormhole, Family::Blackhole];
+
+    /// The chip of the PCI device `vendor_id:device_id`, if it is one the
+    /// driver binds (not for Grayskull, nor devices bound through
+    /// `new_id`).
+    pub(crate) fn of_pci_device(vendor_id: u16, device_id: u16) -> Option<Self> {
+        if vendor_id != VENDOR_TENSTORRENT {
+            return None;
+        }
+        Self::ALL
+            .into_iter()
+            .find(|family| family.chip().pci_device_id == device_id)
+    }
+
     /// What the driver needs to know of this chip.
     pub(crate) const fn chip(self) -> &'static Chip {
         match self {
@@ -62,6 +86,11 @@ impl Family {
 pub(crate) struct Chip {
     /// The chip's name, as tt-kmd names its hwmon device.
     pub(crate) name: &'static CStr,
+    /// The chip's PCI device id, of vendor [`VENDOR_TENSTORRENT`].
+    pub(crate) pci_device_id: u16,
+    /// The TLB windows of a card of this chip whose BAR4 is this many
+    /// bytes.
+    pub(crate) tlb_layout: fn(u64) -> Layout,
     /// Address bits the chip reaches host memory with when no outbound
     /// iATU region translates (the DMA mask).
     pub(crate) dma_bits: u32,

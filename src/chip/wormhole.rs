@@ -17,6 +17,7 @@ use super::{
     ChipReset,
     Doorbell,
     HwmonLabels,
+    Layout,
     MessageReady,
     QueueAddress,
     TelemetryView, //
@@ -25,6 +26,9 @@ use super::{
 /// Wormhole (tt-kmd 2.10 `wormhole.c` unless said otherwise).
 pub(super) const CHIP: Chip = Chip {
     name: c"wormhole",
+    pci_device_id: 0x401e,
+    // Whatever BAR4 is: the windows are in BAR0.
+    tlb_layout: |_bar4_len| Layout::wormhole(),
     // The chip reaches host memory through 32-bit addresses without an
     // outbound iATU region.
     dma_bits: 32,

@@ -10,37 +10,42 @@
 #![cfg(tt_kunit)]
 
 use super::*;
-use crate::chip::Family;
 
 #[kunit_tests(tenstorrent_driver)]
 mod tests {
     use super::*;
 
     #[test]
-    fn models_from_ids() {
-        assert_eq!(model(0x1e52, 0xfaca), Model::Grayskull);
-        assert_eq!(model(0x1e52, 0x401e), Model::Wormhole);
-        assert_eq!(model(0x1e52, 0xb140), Model::Blackhole);
-        assert_eq!(model(0x1e52, 0x1234), Model::Other);
-        assert_eq!(model(0x1234, 0x401e), Model::Other);
+    fn chips_from_ids() {
+        assert_eq!(GRAYSKULL_DEVICE_ID, 0xfaca);
+        assert_eq!(Family::of_pci_device(0x1e52, 0xfaca), None);
+        assert_eq!(
+            Family::of_pci_device(0x1e52, 0x401e),
+            Some(Family::Wormhole)
+        );
+        assert_eq!(
+            Family::of_pci_device(0x1e52, 0xb140),
+            Some(Family::Blackhole)
+        );
+        assert_eq!(Family::of_pci_device(0x1e52, 0x1234), None);
+        assert_eq!(Family::of_pci_device(0x1234, 0x401e), None);
     }
 
-    /// The C id table (rust/pci_ids_glue.c) binds exactly the cards
-    /// `model` knows, without driver data (for sysfs `new_id`).
+    /// The C id table (rust/pci_ids_glue.c) binds exactly the chips of
+    /// src/chip/ and Grayskull, without driver data (for sysfs `new_id`).
     #[test]
-    fn id_table_lists_the_known_models() {
+    fn id_table_lists_the_known_chips() {
         let entries = PCI_IDS.entries();
-        let model_of = |id: &kernel::bindings::pci_device_id| match (
-            u16::try_from(id.vendor),
-            u16::try_from(id.device),
-        ) {
-            (Ok(vendor), Ok(device)) => model(vendor, device),
-            _ => Model::Other,
+        let listed = |device_id: u16| {
+            entries.iter().any(|id| {
+                id.vendor == u32::from(VENDOR_TENSTORRENT) && id.device == u32::from(device_id)
+            })
         };
-        assert_eq!(entries.len(), 3);
-        for wanted in [Model::Grayskull, Model::Wormhole, Model::Blackhole] {
-            assert!(entries.iter().any(|id| model_of(id) == wanted));
+        assert_eq!(entries.len(), Family::ALL.len() + 1);
+        for family in Family::ALL {
+            assert!(listed(family.chip().pci_device_id));
         }
+        assert!(listed(GRAYSKULL_DEVICE_ID));
         assert!(entries.iter().all(|id| id.driver_data == 0));
     }
 
@@ -58,21 +63,21 @@ mod tests {
 
     #[test]
     fn layouts_of_real_and_emulated_cards() {
-        let wormhole = tlb_layout(Model::Wormhole, 0, EMULATE_BLACKHOLE);
+        let wormhole = tlb_layout(Some(Family::Wormhole), 0, EMULATE_BLACKHOLE);
         assert_eq!(wormhole.family, Family::Wormhole);
         assert_eq!(wormhole.classes().len(), 3);
         // A full Blackhole card has 32 GiB of BAR4: eight 4 GiB windows.
-        let blackhole = tlb_layout(Model::Blackhole, 32 << 30, EMULATE_WORMHOLE);
+        let blackhole = tlb_layout(Some(Family::Blackhole), 32 << 30, EMULATE_WORMHOLE);
         assert_eq!(blackhole.family, Family::Blackhole);
         assert_eq!(blackhole.classes()[1].total, 8);
-        let smaller = tlb_layout(Model::Blackhole, 8 << 30, EMULATE_WORMHOLE);
+        let smaller = tlb_layout(Some(Family::Blackhole), 8 << 30, EMULATE_WORMHOLE);
         assert_eq!(smaller.classes()[1].total, 2);
         assert_eq!(
-            tlb_layout(Model::Other, 0, EMULATE_BLACKHOLE).family,
+            tlb_layout(None, 0, EMULATE_BLACKHOLE).family,
             Family::Blackhole
         );
         assert_eq!(
-            tlb_layout(Model::Other, 0, EMULATE_WORMHOLE).family,
+            tlb_layout(None, 0, EMULATE_WORMHOLE).family,
             Family::Wormhole
         );
     }
