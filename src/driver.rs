@@ -41,6 +41,7 @@ use crate::{
     }, //
     views::{
         debugfs::CardDebugfs,
+        hwmon,
         procfs::CardProc,
         sysfs::CARD_GROUPS, //
     },
@@ -71,7 +72,7 @@ pub(crate) struct BoundCard<'bound> {
     /// Quiesces the card's DMA when the system restarts (kexec included),
     /// halts or powers off.
     _shutdown: ShutdownHook<CardShutdown<'bound>>,
-    /// The card's sensors (src/telemetry.rs).
+    /// The card's sensors (src/views/hwmon.rs).
     _hwmon: Option<Registration<Card>>,
     _proc: CardProc,
     _debugfs: CardDebugfs,
@@ -241,7 +242,7 @@ impl pci::Driver for TenstorrentDriver {
             &CARD_GROUPS,
             card.clone(),
         )?;
-        let hwmon = match card.register_hwmon(pdev.as_ref()) {
+        let hwmon = match hwmon::register(&card, pdev.as_ref()) {
             Ok(hwmon) => Some(hwmon),
             Err(e) => {
                 dev_warn!(pdev, "no hwmon device ({:?})\n", e);

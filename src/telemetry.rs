@@ -14,11 +14,11 @@
 //!
 //! Facts from tt-kmd 2.10 `telemetry.c` / `telemetry.h` (table layout, tag
 //! numbers, formats, hwmon conversions); which attributes, channels and
-//! labels each chip has is its table's ([`TelemetryView`]).
+//! labels each chip has is its table's ([`TelemetryView`]). The hwmon
+//! device that shows them is src/views/hwmon.rs.
 
 use crate::{
     arc::Firmware,
-    card::Card,
     chip::{
         regs::telemetry_table,
         Family,
@@ -28,12 +28,9 @@ use crate::{
     },
     rust_ext::{
         hwmon::{
-            hwmon_callbacks,
             Attribute,
             Channel,
-            Registration,
-            Sensor,
-            Sensors, //
+            Sensor, //
         },
         sysfs::Page,
     },
@@ -43,16 +40,9 @@ use core::fmt::{
     Write, //
 };
 use kernel::{
-    device::{
-        Bound,
-        Device, //
-    },
     new_mutex,
     prelude::*,
-    sync::{
-        Arc,
-        Mutex, //
-    },
+    sync::Mutex, //
 };
 
 /// Telemetry tags (tt-kmd `telemetry.h`).
@@ -391,52 +381,26 @@ impl Telemetry {
         };
         firmware.read_csm(addr)
     }
-}
 
-#[cfg(tt_kunit)]
-#[path = "../tests/kunit/telemetry_tests.rs"]
-mod kunit;
-
-impl Sensors for Card {
-    fn is_visible(&self, sensor: Sensor, attribute: Attribute) -> bool {
-        match hwmon_tag(sensor, attribute) {
-            Some(tag) => self.telemetry.has(tag),
-            // Labels are always there, as in tt-kmd.
-            None => attribute == Attribute::Label,
-        }
-    }
-
-    fn read(&self, sensor: Sensor, attribute: Attribute) -> Result<i64> {
-        let tag = hwmon_tag(sensor, attribute).ok_or(EOPNOTSUPP)?;
-        let raw = self.telemetry.read(&self.firmware(), tag)?;
-        Ok(hwmon_value(sensor, attribute, raw))
-    }
-
-    fn label(&self, sensor: Sensor) -> Result<&'static CStr> {
-        Ok(hwmon_label(self.tlb.layout().family, sensor))
-    }
-}
-
-hwmon_callbacks!(Card);
-
-impl Card {
-    /// Shows telemetry attribute `index` of [`ATTRIBUTES`]; a value that
-    /// cannot be read fails the read with its error.
-    pub(crate) fn show_telemetry(&self, index: usize, out: &mut Page<'_>) -> fmt::Result {
+    /// Shows telemetry attribute `index` of [`ATTRIBUTES`], read through
+    /// `firmware`; a value that cannot be read fails the read with its
+    /// error.
+    pub(crate) fn show_attribute(
+        &self,
+        firmware: &Firmware<'_>,
+        index: usize,
+        out: &mut Page<'_>,
+    ) -> fmt::Result {
         let Some(attribute) = ATTRIBUTES.get(index) else {
             return Ok(());
         };
-        let firmware = self.firmware();
-        let values = self
-            .telemetry
-            .read(&firmware, attribute.tag)
-            .and_then(|value| {
-                let low = match attribute.format {
-                    Format::Hex64 => self.telemetry.read(&firmware, attribute.tag + 1)?,
-                    _ => 0,
-                };
-                Ok((value, low))
-            });
+        let values = self.read(firmware, attribute.tag).and_then(|value| {
+            let low = match attribute.format {
+                Format::Hex64 => self.read(firmware, attribute.tag + 1)?,
+                _ => 0,
+            };
+            Ok((value, low))
+        });
         match values {
             Ok((value, low)) => write_value(out, attribute.tag, attribute.format, value, low),
             Err(e) => {
@@ -446,28 +410,17 @@ impl Card {
         }
     }
 
-    /// Whether the card has telemetry attribute `index`: its chip does, and
-    /// its firmware published the tag when the card was bound.
-    pub(crate) fn has_telemetry_attribute(&self, index: usize) -> bool {
+    /// Whether a card of chip `family` has telemetry attribute `index`: its
+    /// chip does, and its firmware published the tag when the card was
+    /// bound.
+    pub(crate) fn has_attribute(&self, family: Family, index: usize) -> bool {
         let Some(attribute) = ATTRIBUTES.get(index) else {
             return false;
         };
-        let chip = self.tlb.layout().family.chip();
-        attribute.shown_on.by(&chip.telemetry) && self.telemetry.has(attribute.tag)
-    }
-
-    /// Registers the card's hwmon device under `pdev` ("wormhole" or
-    /// "blackhole", as tt-kmd names it).
-    pub(crate) fn register_hwmon(
-        self: &Arc<Self>,
-        pdev: &Device<Bound>,
-    ) -> Result<Registration<Card>> {
-        let chip = self.tlb.layout().family.chip();
-        let channels: &[Channel] = if chip.telemetry.hwmon_fan {
-            &CHANNELS_WITH_FAN
-        } else {
-            &CHANNELS
-        };
-        Registration::new(pdev, chip.name, channels, self.clone())
+        attribute.shown_on.by(&family.chip().telemetry) && self.has(attribute.tag)
     }
 }
+
+#[cfg(tt_kunit)]
+#[path = "../tests/kunit/telemetry_tests.rs"]
+mod kunit;

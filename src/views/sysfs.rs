@@ -314,7 +314,7 @@ impl ShowAttribute for Card {
             OPEN => self.show_open(out),
             POWER if index == 0 => self.show_power_state(out),
             POWER => self.show_power_votes(out),
-            TELEMETRY => self.show_telemetry(index, out),
+            TELEMETRY => self.telemetry.show_attribute(&self.firmware(), index, out),
             ABOUT => writeln!(out, "{}", crate::PROJECT_VERSION),
             SMC if index == 0 => self.show_smc_queue(out),
             SMC => self.show_smc_counters(out),
@@ -326,7 +326,9 @@ impl ShowAttribute for Card {
     fn is_visible(&self, group: u32, index: usize) -> bool {
         match group {
             TLB => self.tlb_class_of(index).is_some(),
-            TELEMETRY => self.has_telemetry_attribute(index),
+            TELEMETRY => self
+                .telemetry
+                .has_attribute(self.tlb.layout().family, index),
             _ => true,
         }
     }
