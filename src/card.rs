@@ -22,7 +22,17 @@ use crate::{
     noc_cleanup::NocCleanups,
     open_gate::OpenGate,
     power::CardPower,
-    reset::CardFunction,
+    reset::{
+        CardFunction,
+        PostReset,
+        RESET_ASIC,
+        RESET_ASIC_DMC,
+        RESET_CONFIG_WRITE,
+        RESET_PCIE_LINK,
+        RESET_POST_RESET,
+        RESET_RESTORE_STATE,
+        RESET_USER, //
+    },
     rust_ext::{
         task::{
             comm,
@@ -300,6 +310,84 @@ impl Card {
     /// Whether the card has been unbound.
     pub(crate) fn is_gone(&self) -> bool {
         self.arbiter.is_gone()
+    }
+
+    /// Whether a reset fenced the file `owner`.
+    pub(crate) fn is_fenced(&self, owner: OwnerId) -> bool {
+        self.arbiter.is_stale(owner)
+    }
+
+    /// Whether the card refuses the commands of file `owner` (`ENODEV`):
+    /// it is gone, or a reset fenced the file.
+    pub(crate) fn refuses(&self, owner: OwnerId) -> bool {
+        self.arbiter.refuses(owner)
+    }
+
+    /// RESET_DEVICE with `flags` from the file `resetter` (src/reset.rs):
+    /// whether it succeeded (the command's `result` is its negation).
+    /// `EINVAL` for an unknown flag, `ENODEV` once the card is unbound.
+    pub(crate) fn reset_device(&self, resetter: OwnerId, flags: u32) -> Result<bool> {
+        if flags > RESET_POST_RESET {
+            return Err(EINVAL);
+        }
+        let _one_at_a_time = self.resetting.lock();
+        // Importers reach the chip through an exported window: it must not
+        // reset under them (tt-kmd 2.10).
+        if (RESET_PCIE_LINK..=RESET_ASIC_DMC).contains(&flags) && self.exports.any() {
+            return Err(EBUSY);
+        }
+        // As tt-kmd: whatever the reset, a powerdown waiting for its grace
+        // does not come after it.
+        self.power.cancel_powerdown();
+        let function = &self.function;
+        match flags {
+            RESET_RESTORE_STATE => function.restore_state(),
+            RESET_PCIE_LINK => {
+                self.memory.zap_all();
+                function.reset_link()
+            }
+            RESET_CONFIG_WRITE => {
+                self.fence_all_but(resetter);
+                function.fire_interface_timer()?;
+                Ok(true)
+            }
+            RESET_USER | RESET_ASIC | RESET_ASIC_DMC => {
+                self.fence_all_but(resetter);
+                function.reset_chip(flags, &self.firmware())
+            }
+            _ => {
+                let post = function.post_reset()?;
+                if post == PostReset::ChipRebooted {
+                    // The firmware rebooted with an empty message queue.
+                    self.smc.chip_reset();
+                    // And without the power state it was told.
+                    self.power.chip_reset();
+                    // Its table may be elsewhere.
+                    let _ = self.telemetry.probe(&self.firmware());
+                }
+                Ok(post != PostReset::Failed)
+            }
+        }
+    }
+
+    /// Fences every file of the card but `survivor` (see
+    /// [`crate::arbiter::Arbiter::fence_all_but`]): every later command on
+    /// them is `ENODEV`, their queued lock and window requests wake with
+    /// `ENODEV`, their windows are freed and revoked, their power votes no
+    /// longer count, and every mapping of the card is zapped (theirs fault
+    /// no more, the survivor's and newer files' fault in again). Their
+    /// locks stay held until they close; their DMA buffers and pinned
+    /// pages stay until then too, as in tt-kmd.
+    fn fence_all_but(&self, survivor: OwnerId) {
+        // No BAR fault of a fenced file inserts a page after the zap below.
+        let fence = self
+            .memory
+            .excluding_faults(|| self.arbiter.fence_all_but(survivor));
+        self.tlb.fence(fence, &|id| self.revoke_freed_window(id));
+        self.power.fence(fence);
+        self.smc.fence(fence);
+        self.dma.fence(&self.memory, fence);
+        self.memory.zap_all();
     }
 }
 

@@ -14,12 +14,13 @@
 //!   configuration space around it). No file is fenced, as in tt-kmd.
 //! - `CONFIG_WRITE` (2), `USER_RESET` (3), `ASIC_RESET` (4),
 //!   `ASIC_DMC_RESET` (5): the card's other files are fenced first
-//!   ([`Card::fence_all_but`]), then: 2 fires the PCIe interface timer
-//!   (which makes a Blackhole reset itself); 3 only sets the reset marker,
-//!   userspace resets the chip; 4 and 5 set the marker and ask the ARC
-//!   firmware to reset the chip (Wormhole: NOP then TRIGGER_RESET through
-//!   the mailbox, argument 3 for 5; Blackhole 4: the interface timer, 5:
-//!   TEST then TRIGGER_RESET with 3 through the message queue). After 3-5
+//!   (`Card::fence_all_but`, src/card.rs), then: 2 fires the PCIe
+//!   interface timer (which makes a Blackhole reset itself); 3 only sets
+//!   the reset marker, userspace resets the chip; 4 and 5 set the marker
+//!   and ask the ARC firmware to reset the chip (Wormhole: NOP then
+//!   TRIGGER_RESET through the mailbox, argument 3 for 5; Blackhole 4: the
+//!   interface timer, 5: TEST then TRIGGER_RESET with 3 through the
+//!   message queue). After 3-5
 //!   the card needs POST_RESET: until then every file may only ask for
 //!   device and driver info or reset (other commands `ENODEV`), even if
 //!   the reset failed, as in tt-kmd.
@@ -37,6 +38,10 @@
 //! Resets 1-5 are refused (`EBUSY`) while a window is exported as a
 //! dma-buf (src/export.rs): importers reach the chip through it.
 //!
+//! What the command does to the rest of the card (fences, the firmware's
+//! state after a reset) is `Card::reset_device` (src/card.rs); this file
+//! holds what it does to the PCI function and the chip.
+//!
 //! The command reads only `in` and, as tt-kmd's, clears the caller's
 //! `output_size_bytes` bytes of `out` before writing `output_size_bytes` 8
 //! and `result` (0 success, 1 failure) into them. Resets of a card are one
@@ -44,9 +49,7 @@
 //! and leave, they are not waited for.
 
 use crate::{
-    arbiter::OwnerId,
     arc::Firmware,
-    card::Card,
     chip::{
         regs::{
             INTERFACE_TIMER_CONTROL,
@@ -142,7 +145,9 @@ impl CardFunction {
         self.needs_post_reset.load(Ordering::Acquire)
     }
 
-    fn restore_state(&self) -> Result<bool> {
+    /// RESTORE_STATE: puts back the configuration space saved at probe, if
+    /// the function answers as a Tenstorrent card.
+    pub(crate) fn restore_state(&self) -> Result<bool> {
         self.with_saved(|pdev, saved| {
             let vendor = pdev.config_space().try_read(PCI_VENDOR_ID)?.vendor_id();
             Ok(vendor == VENDOR_TENSTORRENT && restore_state(pdev, saved))
@@ -161,7 +166,8 @@ impl CardFunction {
         })
     }
 
-    fn fire_interface_timer(&self) -> Result {
+    /// Fires the PCIe interface timer: a Blackhole resets itself.
+    pub(crate) fn fire_interface_timer(&self) -> Result {
         self.with(|pdev| {
             let config = pdev.config_space();
             config.try_write_reg(INTERFACE_TIMER_TARGET::zeroed().with_value(1u32))?;
@@ -175,7 +181,7 @@ impl CardFunction {
 
     /// The hot reset puts the configuration space back itself (and uses up
     /// the state saved at probe): it is saved again for RESTORE_STATE.
-    fn reset_link(&self) -> Result<bool> {
+    pub(crate) fn reset_link(&self) -> Result<bool> {
         self.with(|pdev| {
             reset_bus(pdev)?;
             let vendor = pdev.config_space().try_read(PCI_VENDOR_ID)?.vendor_id();
@@ -183,6 +189,49 @@ impl CardFunction {
             Ok(vendor == VENDOR_TENSTORRENT)
         })
     }
+
+    /// Resets the chip (flags 3-5): sets the reset marker (3), or has the
+    /// firmware reset the chip (4, 5), `firmware`'s: whether that went
+    /// out. From here the card waits for POST_RESET, also when the reset
+    /// fails: the chip's state is unknown.
+    pub(crate) fn reset_chip(&self, flags: u32, firmware: &Firmware<'_>) -> Result<bool> {
+        self.needs_post_reset.store(true, Ordering::Release);
+        match flags {
+            RESET_USER => self.set_marker().map(|()| true),
+            _ => reset_chip(self, firmware, flags == RESET_ASIC_DMC),
+        }
+    }
+
+    /// POST_RESET: whether the reset marker is clear and, after a reset of
+    /// the chip, the configuration space is back.
+    pub(crate) fn post_reset(&self) -> Result<PostReset> {
+        if !self.needs_post_reset() {
+            return Ok(if self.marker_clear()? {
+                PostReset::Clear
+            } else {
+                PostReset::Failed
+            });
+        }
+        self.needs_post_reset.store(false, Ordering::Release);
+        Ok(if self.marker_clear()? && self.restore_state()? {
+            PostReset::ChipRebooted
+        } else {
+            PostReset::Failed
+        })
+    }
+}
+
+/// What POST_RESET found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PostReset {
+    /// The reset marker is still set, or the configuration space could not
+    /// be put back: the command fails.
+    Failed,
+    /// The marker is clear; no reset of the chip was waited for.
+    Clear,
+    /// A reset of the chip is over and the configuration space is back:
+    /// the firmware rebooted.
+    ChipRebooted,
 }
 
 /// Asks the firmware to reset the chip (flags 4 and 5), the reset marker
@@ -229,94 +278,5 @@ fn reset_chip(function: &CardFunction, firmware: &Firmware<'_>, with_dmc: bool) 
             let _ = firmware.send(&trigger);
             Ok(true)
         }
-    }
-}
-
-impl Card {
-    /// RESET_DEVICE with `flags` from the file `resetter`: whether it
-    /// succeeded (the command's `result` is its negation). `EINVAL` for an
-    /// unknown flag, `ENODEV` once the card is unbound.
-    pub(crate) fn reset_device(&self, resetter: OwnerId, flags: u32) -> Result<bool> {
-        if flags > RESET_POST_RESET {
-            return Err(EINVAL);
-        }
-        let _one_at_a_time = self.resetting.lock();
-        // Importers reach the chip through an exported window: it must not
-        // reset under them (tt-kmd 2.10).
-        if (RESET_PCIE_LINK..=RESET_ASIC_DMC).contains(&flags) && self.exports.any() {
-            return Err(EBUSY);
-        }
-        // As tt-kmd: whatever the reset, a powerdown waiting for its grace
-        // does not come after it.
-        self.power.cancel_powerdown();
-        let function = &self.function;
-        match flags {
-            RESET_RESTORE_STATE => function.restore_state(),
-            RESET_PCIE_LINK => {
-                self.memory.zap_all();
-                function.reset_link()
-            }
-            RESET_CONFIG_WRITE => {
-                self.fence_all_but(resetter);
-                function.fire_interface_timer()?;
-                Ok(true)
-            }
-            RESET_USER | RESET_ASIC | RESET_ASIC_DMC => {
-                self.fence_all_but(resetter);
-                // Also when the reset fails: the chip's state is unknown.
-                function.needs_post_reset.store(true, Ordering::Release);
-                match flags {
-                    RESET_USER => function.set_marker().map(|()| true),
-                    _ => reset_chip(function, &self.firmware(), flags == RESET_ASIC_DMC),
-                }
-            }
-            _ => {
-                if !function.needs_post_reset() {
-                    return function.marker_clear();
-                }
-                function.needs_post_reset.store(false, Ordering::Release);
-                let ok = function.marker_clear()? && function.restore_state()?;
-                if ok {
-                    // The firmware rebooted with an empty message queue.
-                    self.smc.chip_reset();
-                    // And without the power state it was told.
-                    self.power.chip_reset();
-                    // The firmware rebooted: its table may be elsewhere.
-                    let _ = self.telemetry.probe(&self.firmware());
-                }
-                Ok(ok)
-            }
-        }
-    }
-
-    /// Fences every file of the card but `survivor` (see
-    /// [`crate::arbiter::Arbiter::fence_all_but`]): every later command on
-    /// them is `ENODEV`, their queued lock and window requests wake with
-    /// `ENODEV`, their windows are freed and revoked, their power votes no
-    /// longer count, and every mapping of the card is zapped (theirs fault
-    /// no more, the survivor's and newer files' fault in again). Their
-    /// locks stay held until they close; their DMA buffers and pinned
-    /// pages stay until then too, as in tt-kmd.
-    fn fence_all_but(&self, survivor: OwnerId) {
-        // No BAR fault of a fenced file inserts a page after the zap below.
-        let fence = self
-            .memory
-            .excluding_faults(|| self.arbiter.fence_all_but(survivor));
-        self.tlb.fence(fence, &|id| self.revoke_freed_window(id));
-        self.power.fence(fence);
-        self.smc.fence(fence);
-        self.dma.fence(&self.memory, fence);
-        self.memory.zap_all();
-    }
-
-    /// Whether a reset fenced the file `owner`.
-    pub(crate) fn is_fenced(&self, owner: OwnerId) -> bool {
-        self.arbiter.is_stale(owner)
-    }
-
-    /// Whether the card refuses the commands of file `owner` (`ENODEV`):
-    /// it is gone, or a reset fenced the file.
-    pub(crate) fn refuses(&self, owner: OwnerId) -> bool {
-        self.arbiter.refuses(owner)
     }
 }
