@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A bound card: what the ioctls report about it and its locks.
+//! A bound card: its parts, and what acts on several of them at once
+//! (unbind, RESET_DEVICE and its fences, EXPORT_TLB_DMABUF, peer mappings,
+//! the firmware's poll). Each part's own file knows nothing of the card.
 
 use crate::{
     arbiter::{
@@ -18,7 +20,10 @@ use crate::{
     chip::Layout,
     dma::CardDma,
     export::CardExports,
-    mapping::CardMemory,
+    mapping::{
+        window_place,
+        CardMemory, //
+    },
     noc_cleanup::NocCleanups,
     open_gate::OpenGate,
     power::CardPower,
@@ -34,6 +39,11 @@ use crate::{
         RESET_USER, //
     },
     rust_ext::{
+        dmabuf::{
+            export,
+            DmaBufOwner,
+            PendingExport, //
+        },
         task::{
             comm,
             TASK_COMM_LEN, //
@@ -53,10 +63,15 @@ use crate::{
         POLL_MAX_US, //
     },
     telemetry::Telemetry,
-    tlb::TlbPool,
+    tlb::{
+        TlbPool,
+        MAX_WINDOWS, //
+    },
+    uapi::ExportTlbDmabuf,
 };
 use kernel::{
     new_mutex,
+    page::PAGE_SIZE,
     prelude::*,
     sync::{
         aref::ARef,
@@ -457,5 +472,97 @@ impl Card {
     pub(crate) fn schedule_powerdown(self: &Arc<Self>, delay: Delta) {
         let ms = u32::try_from(delay.as_millis_ceil()).unwrap_or(u32::MAX);
         enqueue_delayed::<_, 0>(self, msecs_to_jiffies(ms));
+    }
+}
+
+/// One export of a window (EXPORT_TLB_DMABUF, src/export.rs): what its
+/// dma-buf's release gives back.
+struct WindowExport {
+    card: Arc<Card>,
+    window: usize,
+    serial: u64,
+}
+
+impl DmaBufOwner for WindowExport {
+    fn released(self) {
+        let card = &self.card;
+        card.exports.remove(self.serial);
+        let layout = card.tlb.layout();
+        if !card.tlb.is_held(self.window) && !card.is_gone() {
+            // Its holder freed it while exported: the register kept its
+            // target for the importers until now.
+            card.memory.reset_window_register(layout, self.window);
+        }
+        card.tlb.export_put(self.window);
+    }
+}
+
+impl Card {
+    /// EXPORT_TLB_DMABUF of `request` for the file `owner`: the export,
+    /// with the descriptor it will have (`argsz` was checked when it was
+    /// read). `EINVAL` for flags, an id past 255 or of no window, an offset or size not
+    /// page-aligned or past the window; `EPERM` for a window the file does
+    /// not hold.
+    pub(crate) fn export_window(
+        self: &Arc<Self>,
+        owner: OwnerId,
+        request: &ExportTlbDmabuf,
+    ) -> Result<PendingExport> {
+        let page = PAGE_SIZE as u64;
+        if request.flags != 0
+            || request.tlb_id >= MAX_WINDOWS
+            || request.offset % page != 0
+            || request.size % page != 0
+        {
+            return Err(EINVAL);
+        }
+        let id = request.tlb_id as usize;
+        let layout = self.tlb.layout();
+        let place = window_place(layout, id).ok_or(EINVAL)?;
+        // Resets are refused while an export lives (src/reset.rs) and check
+        // that under this mutex: an export waits for a reset in progress
+        // instead of slipping in under it, then sees the reset's fence.
+        let _no_reset = self.resetting.lock();
+        if self.refuses(owner) {
+            return Err(ENODEV);
+        }
+        if !self.tlb.holds(owner, id) {
+            return Err(EPERM);
+        }
+        if request.offset >= place.size || request.size > place.size {
+            return Err(EINVAL);
+        }
+        let size = if request.size == 0 {
+            place.size - request.offset
+        } else {
+            request.size
+        };
+        if request.offset + size > place.size {
+            return Err(EINVAL);
+        }
+        let range = self.memory.bar_range(place.resource).ok_or(EINVAL)?;
+        let start = place.bar_offset + request.offset;
+        if start + size > range.len() {
+            return Err(EINVAL);
+        }
+        let serial = self.exports.next_serial();
+        // Held from here; the export's release gives it back, also when
+        // the export fails below.
+        self.tlb.export_get(owner, id)?;
+        let pending = export(
+            range.start() + start,
+            size,
+            WindowExport {
+                card: self.clone(),
+                window: id,
+                serial,
+            },
+        )?;
+        // Fails once the card is gone (see `CardExports::add`). On failure
+        // `pending` gives the window back as it drops, after the list's
+        // mutex is released: its release takes it.
+        self.exports
+            .add(serial, pending.dmabuf(), || self.is_gone())?;
+        Ok(pending)
     }
 }
