@@ -67,7 +67,6 @@ use crate::{
         CardMemory,
         KernelRun, //
     },
-    smc::SmcQueue,
 };
 use core::num::NonZeroU32;
 use kernel::{
@@ -90,7 +89,7 @@ const TWO: NonZeroU32 = NonZeroU32::MIN.saturating_add(1);
 pub(crate) type ArcMessage = [u32; 8];
 
 /// A card's Wormhole scratch-register mailbox, one message at a time (the
-/// message queue is [`SmcQueue`]'s).
+/// message queue is src/smc.rs's).
 #[pin_data]
 pub(crate) struct ArcMessenger {
     /// Held for a whole mailbox exchange.
@@ -198,7 +197,28 @@ pub(crate) struct Exchange<'a> {
     tile: ArcTile,
 }
 
-impl Exchange<'_> {
+impl<'a> Exchange<'a> {
+    /// The ARC tile of a card whose BARs are `memory` and whose windows
+    /// are `layout` (see the module's documentation). The message queue's
+    /// pointers are src/smc.rs's to move.
+    pub(crate) fn new(memory: &'a CardMemory, layout: &'a Layout) -> Self {
+        Self {
+            memory,
+            layout,
+            tile: layout.family.chip().arc,
+        }
+    }
+
+    /// Where the firmware publishes its telemetry: the ARC addresses of its
+    /// tag table and of its values (Wormhole: reset unit `+0x1D0`/`+0x1D4`;
+    /// Blackhole: `SCRATCH_RAM[13]`/`[12]`; tt-kmd 2.10 `telemetry.c`).
+    pub(crate) fn telemetry_pointers(&self) -> Result<(u32, u32)> {
+        let reset_unit = self.tile.reset_unit();
+        let table = reset_unit + self.tile.telemetry_ptr;
+        let values = reset_unit + self.tile.telemetry_data;
+        Ok((self.read(table)?, self.read(values)?))
+    }
+
     /// Runs `f` with one `block` of the ARC tile: on Wormhole straight
     /// through BAR0, on Blackhole through the kernel's window aimed once at
     /// the block for the whole run (and held meanwhile: keep runs short).
@@ -244,7 +264,7 @@ impl Exchange<'_> {
         })
     }
 
-    fn csm_read(&self, addr: u32) -> Result<u32> {
+    pub(crate) fn csm_read(&self, addr: u32) -> Result<u32> {
         self.csm(|csm| csm.read(addr))
     }
 
@@ -313,7 +333,7 @@ impl Exchange<'_> {
     /// for a message it acts on without answering). `EIO` when the ARC is
     /// not running or does not know the message, `ETIMEDOUT` without an
     /// answer in time.
-    fn mailbox(
+    pub(crate) fn mailbox(
         &self,
         id: u8,
         args: (u16, u16),
@@ -613,79 +633,11 @@ impl ArcMessenger {
             exchange <- new_mutex!(()),
         })
     }
-}
 
-/// A card's ARC firmware, as the driver talks to it: one mailbox message
-/// at a time ([`ArcMessenger`]), queue messages in turn ([`SmcQueue`]).
-pub(crate) struct Firmware<'a> {
-    pub(crate) messenger: &'a ArcMessenger,
-    /// The owner of the message queue, which the driver's own messages
-    /// share with the files' (src/smc.rs).
-    pub(crate) queue: &'a SmcQueue,
-    pub(crate) memory: &'a CardMemory,
-    pub(crate) layout: &'a Layout,
-    /// The chip was reset and POST_RESET has not come yet: what the
-    /// firmware is up to is not known (src/reset.rs).
-    pub(crate) in_reset: bool,
-}
-
-impl Firmware<'_> {
-    pub(crate) fn family(&self) -> Family {
-        self.layout.family
-    }
-
-    fn exchange<R>(&self, f: impl FnOnce(&Exchange<'_>) -> Result<R>) -> Result<R> {
-        let _exchange = self.messenger.exchange.lock();
-        f(&self.reader())
-    }
-
-    /// Sends Wormhole mailbox message `id` (see [`Exchange::mailbox`]): the
-    /// exit code, or `None` when `answer_within` is `None`. `EOPNOTSUPP` on
-    /// a chip without that mailbox (Blackhole).
-    pub(crate) fn wh_mailbox(
-        &self,
-        id: u8,
-        args: (u16, u16),
-        answer_within: Option<Delta>,
-    ) -> Result<Option<u16>> {
-        if !self.family().chip().arc.scratch_mailbox {
-            return Err(EOPNOTSUPP);
-        }
-        self.exchange(|e| e.mailbox(id, args, answer_within))
-    }
-
-    /// Reads the word at ARC address `addr` of CSM, where the firmware
-    /// publishes its telemetry: a plain memory read, taken by no exchange.
-    /// `EIO` outside CSM.
-    pub(crate) fn read_csm(&self, addr: u32) -> Result<u32> {
-        self.reader().csm_read(addr)
-    }
-
-    /// Where the firmware publishes its telemetry: the ARC addresses of its
-    /// tag table and of its values (Wormhole: reset unit `+0x1D0`/`+0x1D4`;
-    /// Blackhole: `SCRATCH_RAM[13]`/`[12]`; tt-kmd 2.10 `telemetry.c`).
-    pub(crate) fn telemetry_pointers(&self) -> Result<(u32, u32)> {
-        let reader = self.reader();
-        let reset_unit = reader.tile.reset_unit();
-        let table = reset_unit + reader.tile.telemetry_ptr;
-        let values = reset_unit + reader.tile.telemetry_data;
-        Ok((reader.read(table)?, reader.read(values)?))
-    }
-
-    /// The ARC tile (see the module's documentation). The message queue's
-    /// pointers are [`SmcQueue`]'s to move.
-    pub(crate) fn reader(&self) -> Exchange<'_> {
-        Exchange {
-            memory: self.memory,
-            layout: self.layout,
-            tile: self.layout.family.chip().arc,
-        }
-    }
-
-    /// Sends `request` through the message queue, in turn with the files'
-    /// messages, and returns the firmware's answer (see [`SmcQueue::send`]).
-    pub(crate) fn send(&self, request: &ArcMessage) -> Result<ArcMessage> {
-        self.queue.send(self, request)
+    /// Runs `f`, a whole mailbox exchange, with no other in between.
+    pub(crate) fn exchange<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        let _exchange = self.exchange.lock();
+        f()
     }
 }
 

@@ -13,10 +13,7 @@ use crate::{
         Poller,
         POLL_LEASE_NS, //
     },
-    arc::{
-        ArcMessenger,
-        Firmware, //
-    },
+    arc::ArcMessenger,
     chip::Layout,
     dma::CardDma,
     export::CardExports,
@@ -57,6 +54,7 @@ use crate::{
         },
     },
     smc::{
+        Firmware,
         SmcQueue,
         POLL_FIRST_US,
         POLL_LOOKS,

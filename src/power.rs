@@ -41,16 +41,16 @@ use crate::{
         Fence,
         OwnerId, //
     },
-    arc::{
-        ArcMessage,
-        Firmware, //
-    },
+    arc::ArcMessage,
     chip::Family,
     rust_ext::task::{
         comm,
         TASK_COMM_LEN, //
     },
-    smc::Outcome,
+    smc::{
+        Firmware,
+        Outcome, //
+    },
     uapi::SetPowerState,
 };
 use kernel::{

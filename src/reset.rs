@@ -49,7 +49,6 @@
 //! and leave, they are not waited for.
 
 use crate::{
-    arc::Firmware,
     chip::{
         regs::{
             INTERFACE_TIMER_CONTROL,
@@ -69,6 +68,7 @@ use crate::{
             SavedState, //
         },
     },
+    smc::Firmware,
 };
 use core::sync::atomic::{
     AtomicBool,

@@ -2,7 +2,9 @@
 
 //! The card's ARC firmware message queue, owned by the driver and shared by
 //! the open files (SMC_MSG, tt-kmd 2.11) and the driver's own messages
-//! (power votes, the Blackhole reset's messages).
+//! (power votes, the Blackhole reset's messages). [`Firmware`] is how the
+//! driver reaches the firmware: this queue, and the Wormhole mailbox and
+//! CSM through the ARC tile's registers (src/arc.rs).
 //!
 //! The firmware's queue carries one request at a time for the driver: a
 //! message is *queued* (in arrival order, whoever sent it), then *sent*
@@ -57,12 +59,17 @@ use crate::{
     },
     arc::{
         ArcMessage,
+        ArcMessenger,
         Csm,
         Exchange,
-        Firmware,
         Header,
         Queue, //
     },
+    chip::{
+        Family,
+        Layout, //
+    },
+    mapping::CardMemory,
     rust_ext::{
         task::TASK_COMM_LEN,
         time::monotonic_ns, //
@@ -969,6 +976,72 @@ impl SmcQueue {
             )?;
         }
         Ok((out, state.counters, state.orphans))
+    }
+}
+
+/// A card's ARC firmware, as the driver talks to it: one mailbox message
+/// at a time ([`ArcMessenger`]), queue messages in turn ([`SmcQueue`]),
+/// through the ARC tile's registers (src/arc.rs).
+pub(crate) struct Firmware<'a> {
+    pub(crate) messenger: &'a ArcMessenger,
+    /// The owner of the message queue, which the driver's own messages
+    /// share with the files'.
+    pub(crate) queue: &'a SmcQueue,
+    pub(crate) memory: &'a CardMemory,
+    pub(crate) layout: &'a Layout,
+    /// The chip was reset and POST_RESET has not come yet: what the
+    /// firmware is up to is not known (src/reset.rs).
+    pub(crate) in_reset: bool,
+}
+
+impl Firmware<'_> {
+    pub(crate) fn family(&self) -> Family {
+        self.layout.family
+    }
+
+    fn exchange<R>(&self, f: impl FnOnce(&Exchange<'_>) -> Result<R>) -> Result<R> {
+        self.messenger.exchange(|| f(&self.reader()))
+    }
+
+    /// Sends Wormhole mailbox message `id` (see [`Exchange::mailbox`]): the
+    /// exit code, or `None` when `answer_within` is `None`. `EOPNOTSUPP` on
+    /// a chip without that mailbox (Blackhole).
+    pub(crate) fn wh_mailbox(
+        &self,
+        id: u8,
+        args: (u16, u16),
+        answer_within: Option<Delta>,
+    ) -> Result<Option<u16>> {
+        if !self.family().chip().arc.scratch_mailbox {
+            return Err(EOPNOTSUPP);
+        }
+        self.exchange(|e| e.mailbox(id, args, answer_within))
+    }
+
+    /// Reads the word at ARC address `addr` of CSM, where the firmware
+    /// publishes its telemetry: a plain memory read, taken by no exchange.
+    /// `EIO` outside CSM.
+    pub(crate) fn read_csm(&self, addr: u32) -> Result<u32> {
+        self.reader().csm_read(addr)
+    }
+
+    /// Where the firmware publishes its telemetry: the ARC addresses of its
+    /// tag table and of its values (Wormhole: reset unit `+0x1D0`/`+0x1D4`;
+    /// Blackhole: `SCRATCH_RAM[13]`/`[12]`; tt-kmd 2.10 `telemetry.c`).
+    pub(crate) fn telemetry_pointers(&self) -> Result<(u32, u32)> {
+        self.reader().telemetry_pointers()
+    }
+
+    /// The ARC tile (see src/arc.rs). The message queue's pointers are
+    /// [`SmcQueue`]'s to move.
+    pub(crate) fn reader(&self) -> Exchange<'_> {
+        Exchange::new(self.memory, self.layout)
+    }
+
+    /// Sends `request` through the message queue, in turn with the files'
+    /// messages, and returns the firmware's answer (see [`SmcQueue::send`]).
+    pub(crate) fn send(&self, request: &ArcMessage) -> Result<ArcMessage> {
+        self.queue.send(self, request)
     }
 }
 

@@ -18,7 +18,6 @@
 //! device that shows them is src/views/hwmon.rs.
 
 use crate::{
-    arc::Firmware,
     chip::{
         regs::telemetry_table,
         Family,
@@ -34,6 +33,7 @@ use crate::{
         },
         sysfs::Page,
     },
+    smc::Firmware,
 };
 use core::fmt::{
     self,
