@@ -20,10 +20,9 @@
 //!   and ask the ARC firmware to reset the chip (Wormhole: NOP then
 //!   TRIGGER_RESET through the mailbox, argument 3 for 5; Blackhole 4: the
 //!   interface timer, 5: TEST then TRIGGER_RESET with 3 through the
-//!   message queue). After 3-5
-//!   the card needs POST_RESET: until then every file may only ask for
-//!   device and driver info or reset (other commands `ENODEV`), even if
-//!   the reset failed, as in tt-kmd.
+//!   message queue). After 3-5 the card needs POST_RESET: until then
+//!   every file may only ask for device and driver info or reset (other
+//!   commands `ENODEV`), even if the reset failed, as in tt-kmd.
 //! - `POST_RESET` (6): succeeds when the reset marker (Parity Error
 //!   Response in the Command register, which a chip reset clears) is clear;
 //!   after 3-5 it also restores the configuration space and ends the wait.
