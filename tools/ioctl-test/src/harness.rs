@@ -21,11 +21,39 @@ pub struct Scenario {
 
 const REPORT_LEN: usize = 64 * 1024;
 
-/// Runs the scenarios whose name contains `filter`; returns whether all passed.
-pub fn run(scenarios: &[Scenario], filter: &str) -> bool {
+/// Which of the scenarios a run takes: the `index`-th (from 0) of every
+/// `count`, so that `count` runs side by side share them, each a mix of
+/// every area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    index: usize,
+    count: usize,
+}
+
+impl Shard {
+    /// Every scenario.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    /// `K/N`, 1 <= K <= N.
+    pub fn parse(text: &str) -> Option<Shard> {
+        let (k, n) = text.split_once('/')?;
+        let (k, n) = (k.parse::<usize>().ok()?, n.parse::<usize>().ok()?);
+        (1..=n).contains(&k).then(|| Shard {
+            index: k - 1,
+            count: n,
+        })
+    }
+}
+
+/// Runs the scenarios of `shard` whose name contains `filter`; returns
+/// whether all passed.
+pub fn run(scenarios: &[Scenario], filter: &str, shard: Shard) -> bool {
     let selected: Vec<&Scenario> = scenarios
         .iter()
         .filter(|s| s.name.contains(filter))
+        .enumerate()
+        .filter(|(i, _)| i % shard.count == shard.index)
+        .map(|(_, s)| s)
         .collect();
     println!("1..{}", selected.len());
     if selected.is_empty() {
@@ -158,5 +186,34 @@ fn restore_bindings() -> TestResult {
         Ok(())
     } else {
         Err(problems.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shard;
+
+    #[test]
+    fn shard_parses_k_of_n_and_nothing_else() {
+        assert_eq!(Shard::parse("1/1"), Some(Shard::ALL));
+        assert_eq!(Shard::parse("2/3"), Some(Shard { index: 1, count: 3 }));
+        for bad in ["0/2", "3/2", "1/0", "1", "a/2", "1/2/3", "", "-1/2"] {
+            assert_eq!(Shard::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn shards_take_every_scenario_once() {
+        let n = 3;
+        let mut taken = vec![0; 10];
+        for k in 1..=n {
+            let shard = Shard::parse(&format!("{k}/{n}")).unwrap();
+            for (i, t) in taken.iter_mut().enumerate() {
+                if i % shard.count == shard.index {
+                    *t += 1;
+                }
+            }
+        }
+        assert!(taken.iter().all(|&t| t == 1), "{taken:?}");
     }
 }

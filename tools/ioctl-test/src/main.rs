@@ -5,6 +5,9 @@
 //! ioctl-test list           names of the scenarios, in run order
 //! ioctl-test run [FILTER]   runs the scenarios whose name contains FILTER, prints TAP,
 //!                           exits 1 if any failed
+//! ioctl-test run --shard K/N [FILTER]
+//!                           the same, of those only the K-th of every N (1 <= K <= N):
+//!                           N boots share the scenarios (`make check` runs two)
 //! ioctl-test smc CARD CODE ARG     posts a firmware message, prints its answer
 //! ioctl-test control CARD CMD...   one line to card CARD's emulator
 //! ```
@@ -31,7 +34,7 @@ use tt_arbiter::{abi, Device};
 
 fn usage() -> ExitCode {
     eprintln!(
-        "usage: ioctl-test info [DEV] | list | run [FILTER] | smc CARD CODE ARG | control CARD CMD... | smc-accesses CARD N"
+        "usage: ioctl-test info [DEV] | list | run [--shard K/N] [FILTER] | smc CARD CODE ARG | control CARD CMD... | smc-accesses CARD N"
     );
     ExitCode::from(2)
 }
@@ -45,8 +48,18 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        ["run"] => exit(harness::run(scenarios::ALL, "")),
-        ["run", filter] => exit(harness::run(scenarios::ALL, filter)),
+        ["run"] => exit(harness::run(scenarios::ALL, "", harness::Shard::ALL)),
+        ["run", filter] => exit(harness::run(scenarios::ALL, filter, harness::Shard::ALL)),
+        ["run", "--shard", shard, ref filter @ ..] if filter.len() <= 1 => {
+            match harness::Shard::parse(shard) {
+                Some(shard) => exit(harness::run(
+                    scenarios::ALL,
+                    filter.first().copied().unwrap_or(""),
+                    shard,
+                )),
+                None => usage(),
+            }
+        }
         ["info"] => info(None),
         ["info", dev] => info(Some(dev)),
         ["smc", card, code, arg] => demo::smc(card, code, arg),

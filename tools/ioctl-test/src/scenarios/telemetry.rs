@@ -161,7 +161,9 @@ pub fn attributes_and_hwmon() -> TestResult {
 /// `mst_nonposted_wr_data_word_sent1` the same way, and nothing of the
 /// other NOC's host traffic counters (the driver's own window is NOC0's).
 /// The Wormhole has no such directory. Seen failing on the driver before
-/// (no directory).
+/// (no directory), and on a scenario that did not wait for the open's
+/// power message ("mst_nonposted_wr_data_word_sent0 moved without such
+/// traffic: got 11").
 pub fn pcie_perf_counters() -> TestResult {
     use super::mapping::{alloc, configure_with, tensix};
     use crate::card::{Chip, Mmio};
@@ -210,6 +212,10 @@ pub fn pcie_perf_counters() -> TestResult {
         windows.push(ctx(Mmio::new(&dev, w.mmap_offset_uc, 4096), "mmap")?);
     }
     const ACCESSES: u32 = 16;
+    // The open's power vote goes to the firmware after the open returns,
+    // through the driver's window over NOC0: its queue writes must not
+    // land between the two readings.
+    super::power::settle(n)?;
     let before = counters()?;
     for i in 0..ACCESSES as usize {
         std::hint::black_box(windows[0].read32(4 * i));
