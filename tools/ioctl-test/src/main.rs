@@ -18,7 +18,8 @@
 //! legacy), TT_CARDn_BDF and TT_CARDn_ID (PCI address and vendor:device of
 //! card n, else read from sysfs), TT_CARDn_CONTROL (the serial port of card
 //! n's emulator control socket), TT_STRESS_ITERS (iterations per stress
-//! process).
+//! process), TT_OPENERS (threads opening a card at once in
+//! `power/opens_do_not_wait_for_the_firmware`, default 1000).
 
 mod card;
 mod demo;
