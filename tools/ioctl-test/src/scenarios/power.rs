@@ -340,8 +340,8 @@ pub fn votes_reach_the_firmware() -> TestResult {
 
 /// How many threads open a card at once: 1000, or `TT_OPENERS` (`make
 /// check` gives the debug kernel's boots 250: the same paths under lockdep
-/// and KASAN, in a quarter of the minute 1000 threads take there; Debian's
-/// kernel and `make stress` open from 1000).
+/// and KASAN, in a quarter of the minute 1000 threads take there; on
+/// Debian's kernel it opens from 1000).
 fn openers() -> usize {
     std::env::var("TT_OPENERS")
         .ok()
