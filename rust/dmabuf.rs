@@ -7,8 +7,15 @@
 //! A range of a BAR (device memory without `struct page`) exported as a
 //! dma-buf, for peer-to-peer importers (an RDMA NIC reading a card's
 //! window). The export's owner, a [`DmaBufOwner`], lives as long as the
-//! dma-buf and learns when its last reference goes. `dmabuf_glue.c` holds
+//! dma-buf and learns when its last reference goes. The exporter keeps its
+//! live dma-bufs in a [`LiveDmaBufs`], which revokes them all when the
+//! device goes: a dma-buf is taken off it by its release, here, before it
+//! is freed, so the list never names a freed one. `dmabuf_glue.c` holds
 //! the exporter's callbacks.
+//!
+//! Linux 7.3 has no dma-buf exporter in Rust; one in `kernel::dma_buf`
+//! (an exporter trait over `dma_buf_ops` with a revoke) would remove this
+//! file.
 
 use core::ptr::NonNull;
 use kernel::{
@@ -20,12 +27,62 @@ use kernel::{
         c_int,
         c_void, //
     },
+    new_mutex,
     prelude::*,
+    sync::Mutex,
 };
 
 /// What an export's owner does when the dma-buf's last reference goes.
 pub(crate) trait DmaBufOwner: Send + Sized + 'static {
+    /// The list the dma-buf is on while it lives (see [`LiveDmaBufs`]).
+    fn live(&self) -> &LiveDmaBufs;
+
     fn released(self);
+}
+
+/// An exporter's live dma-bufs.
+///
+/// # Invariants
+///
+/// Every dma-buf listed is alive: it is listed by
+/// [`PendingExport::list_in`] while the export holds its reference, and its
+/// release takes it off (under the mutex) before the dma-buf is freed.
+#[pin_data]
+pub(crate) struct LiveDmaBufs {
+    #[pin]
+    live: Mutex<KVec<DmaBufRef>>,
+}
+
+impl LiveDmaBufs {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            live <- new_mutex!(KVec::new()),
+        })
+    }
+
+    /// Whether any dma-buf is live.
+    pub(crate) fn any(&self) -> bool {
+        !self.live.lock().is_empty()
+    }
+
+    /// Invalidates every live dma-buf's importers' mappings and refuses
+    /// new ones: the memory goes away (the device is unbound).
+    pub(crate) fn revoke_all(&self) {
+        let live = self.live.lock();
+        for dmabuf in live.iter() {
+            // SAFETY: by the invariants the dma-buf is alive while listed,
+            // and it stays listed while the mutex is held.
+            unsafe { tt_dmabuf_revoke(dmabuf.0.as_ptr()) };
+        }
+    }
+
+    /// Takes `dmabuf` off the list: it is being released.
+    fn remove(&self, dmabuf: NonNull<c_void>) {
+        let mut live = self.live.lock();
+        if let Some(position) = live.iter().position(|d| d.0 == dmabuf) {
+            let _ = live.remove(position);
+        }
+    }
 }
 
 extern "C" {
@@ -33,7 +90,7 @@ extern "C" {
         phys: u64,
         size: usize,
         owner: *mut c_void,
-        release: unsafe extern "C" fn(*mut c_void),
+        release: unsafe extern "C" fn(*mut c_void, *mut c_void),
     ) -> *mut c_void;
     fn tt_dmabuf_reserve_fd() -> c_int;
     fn tt_dmabuf_install(fd: c_int, dmabuf: *mut c_void);
@@ -45,34 +102,25 @@ extern "C" {
 /// # Safety
 ///
 /// `owner` comes from `KBox::into_raw` of a `KBox<T>` in [`export`], and
-/// this is its one call (the dma-buf's release).
-unsafe extern "C" fn release<T: DmaBufOwner>(owner: *mut c_void) {
+/// this is its one call (the release of the dma-buf `dmabuf`, which is
+/// freed after it returns).
+unsafe extern "C" fn release<T: DmaBufOwner>(owner: *mut c_void, dmabuf: *mut c_void) {
     // SAFETY: the caller's guarantee: the box is ours, once.
     let owner = unsafe { KBox::from_raw(owner.cast::<T>()) };
+    if let Some(dmabuf) = NonNull::new(dmabuf) {
+        // INVARIANT: off the list before the dma-buf is freed.
+        owner.live().remove(dmabuf);
+    }
     KBox::into_inner(owner).released();
 }
 
-/// A dma-buf, by the exporter: valid until its owner is released, so the
-/// owner must forget it then (see [`export`]).
+/// A listed dma-buf (see [`LiveDmaBufs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct DmaBufRef(NonNull<c_void>);
+struct DmaBufRef(NonNull<c_void>);
 
 // SAFETY: a dma-buf may be revoked from any thread; the pointer is only
-// used while the dma-buf lives (the type's contract).
+// used while the dma-buf lives (the invariants of `LiveDmaBufs`).
 unsafe impl Send for DmaBufRef {}
-
-impl DmaBufRef {
-    /// Invalidates the importers' mappings and refuses new ones: the memory
-    /// goes away (the device is unbound).
-    ///
-    /// # Safety
-    ///
-    /// The dma-buf's owner has not been released yet.
-    pub(crate) unsafe fn revoke(self) {
-        // SAFETY: the dma-buf is alive (the caller's guarantee).
-        unsafe { tt_dmabuf_revoke(self.0.as_ptr()) }
-    }
-}
 
 /// An export with a descriptor reserved for it, not yet installed.
 ///
@@ -90,8 +138,18 @@ impl PendingExport {
         self.fd
     }
 
-    pub(crate) fn dmabuf(&self) -> DmaBufRef {
-        DmaBufRef(self.dmabuf)
+    /// Lists the export's dma-buf in `live`, unless `gone()` (asked under
+    /// the list's mutex) says the exporter is going: its revocation of the
+    /// listed ones may have run already. `ENODEV` then.
+    pub(crate) fn list_in(&self, live: &LiveDmaBufs, gone: impl FnOnce() -> bool) -> Result {
+        let mut list = live.live.lock();
+        if gone() {
+            return Err(ENODEV);
+        }
+        // INVARIANT: the export holds its reference: the dma-buf lives, and
+        // its release takes it off.
+        list.push(DmaBufRef(self.dmabuf), GFP_KERNEL)?;
+        Ok(())
     }
 
     /// Gives the dma-buf to the calling process as [`PendingExport::fd`].

@@ -33,11 +33,11 @@ struct tt_dmabuf {
 	bool revoked;
 	/* Rust's data, handed to `release` when the last reference goes. */
 	void *owner;
-	void (*release)(void *owner);
+	void (*release)(void *owner, struct dma_buf *dmabuf);
 };
 
 struct dma_buf *tt_dmabuf_export(phys_addr_t phys, size_t size, void *owner,
-				 void (*release)(void *owner));
+				 void (*release)(void *owner, struct dma_buf *dmabuf));
 int tt_dmabuf_reserve_fd(void);
 void tt_dmabuf_install(int fd, struct dma_buf *dmabuf);
 void tt_dmabuf_abandon(int fd, struct dma_buf *dmabuf);
@@ -112,7 +112,7 @@ static void tt_dmabuf_release(struct dma_buf *dmabuf)
 {
 	struct tt_dmabuf *priv = dmabuf->priv;
 
-	priv->release(priv->owner);
+	priv->release(priv->owner, dmabuf);
 	kfree(priv);
 }
 
@@ -130,7 +130,7 @@ static const struct dma_buf_ops tt_dmabuf_ops = {
  * owns `owner` (handed to `release` at the end); on failure it does not.
  */
 struct dma_buf *tt_dmabuf_export(phys_addr_t phys, size_t size, void *owner,
-				 void (*release)(void *owner))
+				 void (*release)(void *owner, struct dma_buf *dmabuf))
 {
 	DEFINE_DMA_BUF_EXPORT_INFO(info);
 	struct tt_dmabuf *priv;

@@ -39,6 +39,7 @@ use crate::{
         dmabuf::{
             export,
             DmaBufOwner,
+            LiveDmaBufs,
             PendingExport, //
         },
         task::{
@@ -478,13 +479,15 @@ impl Card {
 struct WindowExport {
     card: Arc<Card>,
     window: usize,
-    serial: u64,
 }
 
 impl DmaBufOwner for WindowExport {
+    fn live(&self) -> &LiveDmaBufs {
+        self.card.exports.live()
+    }
+
     fn released(self) {
         let card = &self.card;
-        card.exports.remove(self.serial);
         let layout = card.tlb.layout();
         if !card.tlb.is_held(self.window) && !card.is_gone() {
             // Its holder freed it while exported: the register kept its
@@ -543,7 +546,6 @@ impl Card {
         if start + size > range.len() {
             return Err(EINVAL);
         }
-        let serial = self.exports.next_serial();
         // Held from here; the export's release gives it back, also when
         // the export fails below.
         self.tlb.export_get(owner, id)?;
@@ -553,14 +555,12 @@ impl Card {
             WindowExport {
                 card: self.clone(),
                 window: id,
-                serial,
             },
         )?;
         // Fails once the card is gone (see `CardExports::add`). On failure
         // `pending` gives the window back as it drops, after the list's
         // mutex is released: its release takes it.
-        self.exports
-            .add(serial, pending.dmabuf(), || self.is_gone())?;
+        self.exports.add(&pending, || self.is_gone())?;
         Ok(pending)
     }
 }

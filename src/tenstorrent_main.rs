@@ -43,9 +43,10 @@
 //!    (src/dma.rs, under 1 at faults and under 2 at a fence) and the
 //!    reset's saved PCI state (src/reset.rs, under 2, held across a bus
 //!    reset). One lockdep class for both; they never nest.
-//! 8. `CardExports::live` and `next_serial` (src/export.rs): the exports
-//!    live and their serials; under 2 for the check that no export lives
-//!    during a reset. Unbind revokes the dma-bufs under `live`.
+//! 8. `LiveDmaBufs::live` (rust/dmabuf.rs, the card's `CardExports`): the
+//!    exports' live dma-bufs; under 2 for the check that no export lives
+//!    during a reset. Unbind revokes the dma-bufs under it; a dma-buf's
+//!    release takes it alone.
 //! 9. `CardPower::votes` (src/power.rs): the files' votes; 11 nests
 //!    inside only to post or collect a message, which touches no register.
 //! 10. `ArcMessenger::exchange` (src/arc.rs): one Wormhole mailbox
