@@ -43,6 +43,12 @@ impl Shard {
             count: n,
         })
     }
+
+    /// Whether the shard takes the `index`-th (from 0) of the scenarios a
+    /// filter selected.
+    fn takes(self, index: usize) -> bool {
+        index % self.count == self.index
+    }
 }
 
 /// Runs the scenarios of `shard` whose name contains `filter`; returns
@@ -52,7 +58,7 @@ pub fn run(scenarios: &[Scenario], filter: &str, shard: Shard) -> bool {
         .iter()
         .filter(|s| s.name.contains(filter))
         .enumerate()
-        .filter(|(i, _)| i % shard.count == shard.index)
+        .filter(|&(i, _)| shard.takes(i))
         .map(|(_, s)| s)
         .collect();
     println!("1..{}", selected.len());
@@ -209,7 +215,7 @@ mod tests {
         for k in 1..=n {
             let shard = Shard::parse(&format!("{k}/{n}")).unwrap();
             for (i, t) in taken.iter_mut().enumerate() {
-                if i % shard.count == shard.index {
+                if shard.takes(i) {
                     *t += 1;
                 }
             }

@@ -1154,8 +1154,6 @@ pub fn map_peer_bar_revoked_at_peer_unbind() -> TestResult {
 /// readable, and within the Wormhole's direct reach below 4 GiB, as with
 /// tt-kmd) until it closes. The resetter then gets a region of its own.
 pub fn reset_frees_fenced_regions() -> TestResult {
-    /// Where a Wormhole's outbound window starts on its NOC.
-    const WORMHOLE_NOC_WINDOW: u64 = 0x8_0000_0000;
     let n = 0;
     expect_usage(n, &["buffers=0", "outbound_regions=0/16"], "at the start")?;
     let stale = open(n)?;
@@ -1189,7 +1187,7 @@ pub fn reset_frees_fenced_regions() -> TestResult {
     // from the top of 4 GiB down, as regions are placed, the region's
     // address can be the buffer's own bus address, which that path
     // reaches whatever the region says. The registers tell then.
-    if buf.noc_address - WORMHOLE_NOC_WINDOW == buf.physical_address {
+    if buf.noc_address - noc_window(n).0 == buf.physical_address {
         println!(
             "# the region's address is the buffer's bus address ({:#x}): the chip's \
              registers, not a NOC read, show the region disabled",
