@@ -16,7 +16,6 @@ use crate::{
     arc::ArcMessenger,
     chip::Layout,
     dma::CardDma,
-    export::CardExports,
     mapping::{
         window_place,
         CardMemory, //
@@ -136,9 +135,9 @@ pub(crate) struct Card {
     /// The files' power votes and what the firmware was told (src/power.rs).
     #[pin]
     pub(crate) power: CardPower,
-    /// The dma-bufs exporting its windows (src/export.rs).
+    /// The dma-bufs exporting its windows (EXPORT_TLB_DMABUF, below).
     #[pin]
-    pub(crate) exports: CardExports,
+    pub(crate) exports: LiveDmaBufs,
     /// Where the firmware's telemetry is (src/telemetry.rs).
     #[pin]
     pub(crate) telemetry: Telemetry,
@@ -196,7 +195,7 @@ impl Card {
             smc <- SmcQueue::new(),
             smc_work <- new_delayed_work!("Card::smc_work"),
             power <- power,
-            exports <- CardExports::new(),
+            exports <- LiveDmaBufs::new(),
             telemetry <- Telemetry::new(),
             resetting <- new_mutex!(()),
             powerdown <- new_delayed_work!("Card::powerdown"),
@@ -474,8 +473,18 @@ impl Card {
     }
 }
 
-/// One export of a window (EXPORT_TLB_DMABUF, src/export.rs): what its
-/// dma-buf's release gives back.
+/// One export of a window (EXPORT_TLB_DMABUF, tt-kmd 2.10: its `memory.c`
+/// `ioctl_export_tlb_dmabuf` gives the checks, their order and the
+/// exported range): part of a TLB window exported as a dma-buf, so that
+/// another device (an RDMA NIC) reaches the tile memory the window is
+/// aimed at, peer to peer; what its dma-buf's release gives back.
+///
+/// The export holds the window: it survives FREE_TLB and the close of the
+/// file that allocated it, and the window goes back to the pool when the
+/// last export of it is released (the register reset then). It holds the
+/// card too, so a dma-buf outliving an unbind is safe: unbind revokes
+/// every export (importers' mappings invalidated, new ones refused), and a
+/// reset of the chip is refused (`EBUSY`) while one is live, as in tt-kmd.
 struct WindowExport {
     card: Arc<Card>,
     window: usize,
@@ -483,7 +492,7 @@ struct WindowExport {
 
 impl DmaBufOwner for WindowExport {
     fn live(&self) -> &LiveDmaBufs {
-        self.card.exports.live()
+        &self.card.exports
     }
 
     fn released(self) {
@@ -557,10 +566,12 @@ impl Card {
                 window: id,
             },
         )?;
-        // Fails once the card is gone (see `CardExports::add`). On failure
-        // `pending` gives the window back as it drops, after the list's
-        // mutex is released: its release takes it.
-        self.exports.add(&pending, || self.is_gone())?;
+        // Fails once the card is gone (asked under the list's mutex):
+        // unbind marks the card gone before it revokes the listed exports
+        // under that mutex, so an export listed after that would never be
+        // revoked. On failure `pending` gives the window back as it drops,
+        // after the list's mutex is released: its release takes it.
+        pending.list_in(&self.exports, || self.is_gone())?;
         Ok(pending)
     }
 }

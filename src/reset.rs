@@ -35,7 +35,7 @@
 //! fails at once (`result` 1).
 //!
 //! Resets 1-5 are refused (`EBUSY`) while a window is exported as a
-//! dma-buf (src/export.rs): importers reach the chip through it.
+//! dma-buf (src/card.rs): importers reach the chip through it.
 //!
 //! What the command does to the rest of the card (fences, the firmware's
 //! state after a reset) is `Card::reset_device` (src/card.rs); this file

@@ -43,7 +43,7 @@
 //!    (src/dma.rs, under 1 at faults and under 2 at a fence) and the
 //!    reset's saved PCI state (src/reset.rs, under 2, held across a bus
 //!    reset). One lockdep class for both; they never nest.
-//! 8. `LiveDmaBufs::live` (rust/dmabuf.rs, the card's `CardExports`): the
+//! 8. `LiveDmaBufs::live` (rust/dmabuf.rs, the card's `exports`): the
 //!    exports' live dma-bufs; under 2 for the check that no export lives
 //!    during a reset. Unbind revokes the dma-bufs under it; a dma-buf's
 //!    release takes it alone.
@@ -93,7 +93,6 @@ mod card;
 mod chip;
 mod dma;
 mod driver;
-mod export;
 mod fifo;
 mod file;
 mod iatu;

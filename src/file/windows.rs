@@ -2,7 +2,7 @@
 
 //! TLB windows (src/tlb.rs, src/mapping.rs): ALLOCATE_TLB, FREE_TLB,
 //! TLB_ALLOCATE, QUERY_MAPPINGS and CONFIGURE_TLB, and EXPORT_TLB_DMABUF
-//! (src/export.rs).
+//! (src/card.rs).
 
 use super::{
     args::{
@@ -184,7 +184,7 @@ impl OpenFile {
             .map_err(|e| self.or_fenced(e))
     }
 
-    /// EXPORT_TLB_DMABUF, as tt-kmd 2.10 and 2.11 (src/export.rs), `argsz`
+    /// EXPORT_TLB_DMABUF, as tt-kmd 2.10 and 2.11 (src/card.rs), `argsz`
     /// exactly 32 as there: writes the kernel's struct back with `fd`; the
     /// descriptor exists only once that write succeeded.
     pub(super) fn export_tlb_dmabuf(&self, arg: usize) -> Result {
